@@ -1,0 +1,89 @@
+"""The one interface every query-strategy adapter implements.
+
+A strategy object is cheap to construct and is used for one trial (one pool); its
+``query`` follows scikit-activeml's contract: given the pool features ``X``, labels
+``y`` with ``MISSING`` for unlabeled rows, a fitted query model (or None), a batch
+size and the candidate rows in pool order, it returns the chosen row indices. An
+adapter may cache per-pool state (a library's dataset object) between calls, but the
+answer depends only on the arguments and the strategy's own RNG.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from importlib import metadata
+from typing import Any, ClassVar
+
+import numpy as np
+
+from audit.errors import AuditError
+from audit.models import ModelSpec
+
+MISSING = -1
+"""Label value of an unlabeled row in ``y`` (real labels are 0..K-1)."""
+
+
+class QueryStrategy(ABC):
+    """Base class of all adapters.
+
+    Class attributes describe the implementation for the capability matrix:
+    ``library`` (PyPI distribution name, or "native"), ``implements`` (what the
+    library calls it), ``param_defaults`` (every parameter the adapter passes on, with
+    its default; anything else is rejected rather than silently ignored),
+    ``model_use`` ("none": model-free; "fitted": the runner passes a fitted query
+    model; "own": the library trains the query model itself from the spec it is given)
+    and ``batch`` (whether batch_size > 1 is supported).
+    """
+
+    library: ClassVar[str] = "native"
+    implements: ClassVar[str] = ""
+    param_defaults: ClassVar[dict[str, Any]] = {}
+    model_use: ClassVar[str] = "none"
+    batch: ClassVar[bool] = True
+
+    def __init__(self, query_model: ModelSpec | None = None, random_state: int | None = None, **params: Any):
+        unknown = set(params) - set(self.param_defaults)
+        if unknown:
+            raise AuditError(
+                f"{type(self).__name__} does not use parameter(s) {', '.join(sorted(unknown))}; "
+                f"it takes: {', '.join(self.param_defaults) or 'none'}"
+            )
+        if self.model_use == "own" and query_model is None:
+            raise AuditError(f"{type(self).__name__} needs a query model spec")
+        self.query_model = query_model
+        self.random_state = random_state
+        self.params = {**self.param_defaults, **params}
+
+    def get_params(self) -> dict[str, Any]:
+        """Every parameter in effect, defaults included (sklearn-style introspection)."""
+        params = dict(self.params)
+        if self.query_model is not None:
+            params["query_model"] = str(self.query_model)
+        return params
+
+    @classmethod
+    def library_version(cls) -> str:
+        if cls.library == "native":
+            from audit import __version__
+
+            return f"native (al-audit {__version__})"
+        try:
+            return f"{cls.library} {metadata.version(cls.library)}"
+        except metadata.PackageNotFoundError:
+            return f"{cls.library} (not installed)"
+
+    @classmethod
+    def availability(cls) -> str | None:
+        """None when the strategy can run here, else the reason it cannot."""
+        return None
+
+    @abstractmethod
+    def query(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        model: Any,
+        batch_size: int,
+        candidates: np.ndarray,
+        rng: np.random.Generator,
+    ) -> np.ndarray:
+        """Indices into ``X`` (a subset of ``candidates``) to label next."""

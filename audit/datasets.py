@@ -1,0 +1,436 @@
+"""The benchmark data sets: a checksummed registry, a strict LIBSVM loader, and fetching.
+
+The audit replays published protocols on the exact files their authors released, so the
+registry pins each file's SHA-256 and shape, and the loader keeps rows in file order:
+several files are sorted by label, and pool order changes what a seeded protocol queries.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import os
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from audit.errors import AuditError
+
+DATA_DIR_ENV = "AL_AUDIT_DATA_DIR"
+DATA_URL_ENV = "AL_AUDIT_DATA_URL"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# Where the project's shared checkout keeps the files; tests monkeypatch this.
+REPO_DATA_DIR = REPO_ROOT.parent / "shared" / "datasets"
+
+
+class DataError(AuditError):
+    """A data set is unknown, missing, corrupt or unparsable; the message is one line."""
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What the published file contains (not what a paper's table says).
+
+    ``class_counts`` holds the labels as spelled in the file, positive class first for
+    binary sets and in numeric order for multi-class ones.
+    """
+
+    name: str
+    file: str
+    n: int
+    d: int
+    n_classes: int
+    class_counts: tuple[tuple[str, int], ...]
+    imbalance_ratio: float
+    sha256: str
+    task: str
+    size: str
+
+
+# Generated once from the files in the shared data directory (sha256 as in SHA256SUMS).
+# d is the largest feature index in the file: tictactoe has 18 (the paper says 9).
+REGISTRY: dict[str, DatasetInfo] = {
+    "appendicitis": DatasetInfo("appendicitis", "appendicitis-svmstyle.txt", 106, 7, 2,
+        (("+1", 21), ("-1", 85)), 4.05,
+        "50b0bea51c188bd769319150e4b52bdb0b9d9144851bee1babfeac3533236c5f", "binary", "small"),
+    "sonar": DatasetInfo("sonar", "sonar-svmstyle.txt", 208, 60, 2,
+        (("1", 97), ("-1", 111)), 1.14,
+        "5d820b62d9873f13b283738971b02aef67900fcd98b310c8e77eca3d0dc53daa", "binary", "small"),
+    "parkinsons": DatasetInfo("parkinsons", "parkinsons-svmstyle.txt", 195, 22, 2,
+        (("1", 147), ("0", 48)), 3.06,
+        "aec5103b7edf76c4ad8ef851fc266db3e45d05c0a11810b4b7ae7fff30290d37", "binary", "small"),
+    "ex8b": DatasetInfo("ex8b", "ex8b-svmstyle.txt", 210, 2, 2,
+        (("+1", 105), ("-1", 105)), 1.0,
+        "6e6e4fd65f665119a320ea42e8eb8106048929641d8e1388bfe5ded743107e54", "binary", "small"),
+    "heart": DatasetInfo("heart", "heart-svmstyle.txt", 270, 13, 2,
+        (("+1", 120), ("-1", 150)), 1.25,
+        "671652b87f81e679315026d3582ff2c6f6d50b4c20e026050a0dc2200a9a7e2f", "binary", "small"),
+    "haberman": DatasetInfo("haberman", "haberman-svmstyle.txt", 306, 3, 2,
+        (("+1", 81), ("-1", 225)), 2.78,
+        "83577dadf4451e7b163b2fb944273e4a8648b8a73960aa56066a1d5c0ed70bdd", "binary", "small"),
+    "ionosphere": DatasetInfo("ionosphere", "ionosphere-svmstyle.txt", 351, 34, 2,
+        (("1", 225), ("-1", 126)), 1.79,
+        "c4f7fb384c95f758fbc92e06652b952cdf906e28707a5f24ab5b1d691d9296e3", "binary", "small"),
+    "clean1": DatasetInfo("clean1", "clean1-svmstyle.txt", 476, 166, 2,
+        (("+1", 207), ("-1", 269)), 1.3,
+        "5f6fabcba1ae2bc906916beee6a3c39a59c65231c04f8cd40488374418d191d2", "binary", "small"),
+    "breast": DatasetInfo("breast", "breast-svmstyle.txt", 478, 10, 2,
+        (("+1", 239), ("-1", 239)), 1.0,
+        "0e990f7fff974197e2c942d6c54b2316a0e9a6282336846ff19b8cd2ef463e47", "binary", "small"),
+    "wdbc": DatasetInfo("wdbc", "wdbc-svmstyle.txt", 569, 30, 2,
+        (("+1", 212), ("-1", 357)), 1.68,
+        "66704dc3f9630f2589f6297e3a75af6b62a2f6db14f2a097c4ee9e4441b57636", "binary", "small"),
+    "australian": DatasetInfo("australian", "australian-svmstyle.txt", 690, 14, 2,
+        (("+1", 307), ("-1", 383)), 1.25,
+        "2cd070cb79b304b9f2397c04799fd49553a57caf5e8a14c13d99622886998e41", "binary", "small"),
+    "diabetes": DatasetInfo("diabetes", "diabetes-svmstyle.txt", 768, 8, 2,
+        (("+1", 500), ("-1", 268)), 1.87,
+        "2dca3b76a3d138de239bd5a24ff9703530a74064ae2569e06b3274c0e7262074", "binary", "small"),
+    "mammographic": DatasetInfo("mammographic", "mammographic-svmstyle.txt", 830, 5, 2,
+        (("+1", 403), ("-1", 427)), 1.06,
+        "df438dab48f576b2ad85a4aa0d46c811e8bb55622a0f1675b03029dde3220914", "binary", "small"),
+    "ex8a": DatasetInfo("ex8a", "ex8a-svmstyle.txt", 766, 2, 2,
+        (("+1", 383), ("-1", 383)), 1.0,
+        "831d50cfb2ca2b0bb0da551e5baad82be816467db8f6ae97f7039e5356db3fa3", "binary", "small"),
+    "tic": DatasetInfo("tic", "tictactoe-svmstyle.txt", 958, 18, 2,
+        (("1", 626), ("-1", 332)), 1.89,
+        "e2bd8dd47d38e8df822e4c69d9179642eacf064c4ef30a23808f4199c8cd6428", "binary", "small"),
+    "german": DatasetInfo("german", "german-svmstyle.txt", 1000, 24, 2,
+        (("+1", 300), ("-1", 700)), 2.33,
+        "e461161650598fda2988f2a4c3b592634bbcae1c0eec382c94ceda5f30d4dab4", "binary", "small"),
+    "splice": DatasetInfo("splice", "splice-svmstyle.txt", 1000, 60, 2,
+        (("1", 517), ("-1", 483)), 1.07,
+        "a2d597dff4e95ee6a5e153571b7126b798130e27ed1812b2b892860f55bc8c04", "binary", "small"),
+    "gcloudb": DatasetInfo("gcloudb", "gcloudb-svmstyle.txt", 1000, 2, 2,
+        (("+1", 500), ("-1", 500)), 1.0,
+        "71a3f5c3bb327cc22b0724fdcd5fd5e6dc08bf26bdc542922e010d52838fa864", "binary", "small"),
+    "gcloudub": DatasetInfo("gcloudub", "gcloudub-svmstyle.txt", 1000, 2, 2,
+        (("+1", 670), ("-1", 330)), 2.03,
+        "6afa2a61dbcf814da2f29badca27aa61ec3aba4a2e12662322ae8bea54e62e1a", "binary", "small"),
+    "checkerboard": DatasetInfo("checkerboard", "checkerboard-svmstyle.txt", 1600, 2, 2,
+        (("+1", 1032), ("-1", 568)), 1.82,
+        "248e720e47caa65bad739fa231f6c96f155fc9727829dc9d008663675d104d31", "binary", "small"),
+    "spambase": DatasetInfo("spambase", "spambase-svmstyle.txt", 4601, 57, 2,
+        (("1", 1813), ("-1", 2788)), 1.54,
+        "2b402a28eba6efeebed937eb9e68d286f59080b854a49820fede46c284b55846", "binary", "large"),
+    "banana": DatasetInfo("banana", "banana-svmstyle.txt", 5300, 2, 2,
+        (("+1", 2376), ("-1", 2924)), 1.23,
+        "5e29d8d1c7ce4333a20db5d1742ec769c5b19ac5c95208ec6b9ea3934df0eaa1", "binary", "large"),
+    "phoneme": DatasetInfo("phoneme", "phoneme-svmstyle.txt", 5404, 5, 2,
+        (("+1", 1586), ("-1", 3818)), 2.41,
+        "ac22caf09e9f5fa54c6433d2f9ae59f7682fb1ff3ea0a400a12f324aaeffe17f", "binary", "large"),
+    "ringnorm": DatasetInfo("ringnorm", "ringnorm-svmstyle.txt", 7400, 20, 2,
+        (("+1", 3664), ("-1", 3736)), 1.02,
+        "97e7e9e06a29476858e157e0e1e70d101a0c6a231b9d8a992ca4448968316200", "binary", "large"),
+    "twonorm": DatasetInfo("twonorm", "twonorm-svmstyle.txt", 7400, 20, 2,
+        (("+1", 3697), ("-1", 3703)), 1.0,
+        "bb4e1f034beb93a3d2d57a630259e2d018f264703f64c1033c40d76d26e3ed81", "binary", "large"),
+    "phishing": DatasetInfo("phishing", "phishing-svmstyle.txt", 11055, 30, 2,
+        (("+1", 6157), ("-1", 4898)), 1.26,
+        "d04532820d4decc40a699f8e3e98a9fd3841934fb11f6704017e4191ae177543", "binary", "large"),
+    "iris": DatasetInfo("iris", "iris-svmstyle.txt", 150, 4, 3,
+        (("1", 50), ("2", 50), ("3", 50)), 1.0,
+        "4b6f903a179a3d373880fbc9d06660c8de92b5d4573f9c7a0ec22c463b72e314", "multiclass", "small"),
+    "wine": DatasetInfo("wine", "wine-svmstyle.txt", 178, 13, 3,
+        (("1", 59), ("2", 71), ("3", 48)), 1.48,
+        "7f879aac5750917376ed24f424c735e76cbe5c2573a73203b08f65180d013f97", "multiclass", "small"),
+    "thyroid": DatasetInfo("thyroid", "thyroid-svmstyle.txt", 215, 5, 3,
+        (("1", 150), ("2", 35), ("3", 30)), 5.0,
+        "1091df161dbf0dd50c061f96284c353e8fb93b11957958649759cdb3ec66a85a", "multiclass", "small"),
+    "vehicle": DatasetInfo("vehicle", "vehicle-svmstyle.txt", 846, 18, 4,
+        (("1", 212), ("2", 217), ("3", 218), ("4", 199)), 1.1,
+        "1c1b4cb16370301bc3e048329826508a710f1e112c3cfaaa7ac85c3a7561e2ef", "multiclass", "small"),
+    "glass": DatasetInfo("glass", "glass-svmstyle.txt", 214, 9, 6,
+        (("1", 70), ("2", 76), ("3", 17), ("4", 13), ("5", 9), ("6", 29)), 8.44,
+        "f2d4cb0b57ce78c411b8c1d1db47e53dba1da4d2016370ca4463295c70ae3bbd", "multiclass", "small"),
+    "seeds": DatasetInfo("seeds", "seeds-svmstyle.txt", 210, 7, 3,
+        (("1", 70), ("2", 70), ("3", 70)), 1.0,
+        "5998b98561260d77e6642121b7490f8adc92939280cdca402b9f1bd3bd02ae1c", "multiclass", "small"),
+    "d31": DatasetInfo("d31", "d31-svmstyle.txt", 3100, 2, 31,
+        (("1", 100), ("2", 100), ("3", 100), ("4", 100), ("5", 100), ("6", 100), ("7", 100),
+        ("8", 100), ("9", 100), ("10", 100), ("11", 100), ("12", 100), ("13", 100), ("14", 100),
+        ("15", 100), ("16", 100), ("17", 100), ("18", 100), ("19", 100), ("20", 100), ("21", 100),
+        ("22", 100), ("23", 100), ("24", 100), ("25", 100), ("26", 100), ("27", 100), ("28", 100),
+        ("29", 100), ("30", 100), ("31", 100)), 1.0,
+        "aa2da1b924a2243c1ce68a0faaffe2c154e5df9c2a4afbc164b32544ca6afccb", "multiclass", "large"),
+    "r15": DatasetInfo("r15", "r15-svmstyle.txt", 600, 2, 15,
+        (("1", 40), ("2", 40), ("3", 40), ("4", 40), ("5", 40), ("6", 40), ("7", 40), ("8", 40),
+        ("9", 40), ("10", 40), ("11", 40), ("12", 40), ("13", 40), ("14", 40), ("15", 40)), 1.0,
+        "7e102dc07bf9c46ccf266b33a506c6382d21e3af01e509eab78917a0a45fe65c", "multiclass", "small"),
+}
+
+# Names people use for a set that the registry spells differently.
+ALIASES = {"tictactoe": "tic"}
+
+
+def names(task: str | None = None, size: str | None = None) -> list[str]:
+    """Registry names in benchmark order, optionally filtered by task and size."""
+    return [k for k, v in REGISTRY.items() if task in (None, v.task) and size in (None, v.size)]
+
+
+def get_info(name: str) -> DatasetInfo:
+    """Look a data set up by name; the error lists every valid name so typos are cheap."""
+    info = REGISTRY.get(ALIASES.get(name, name))
+    if info is None:
+        raise DataError(f"unknown data set {name!r}; known: {', '.join(sorted(REGISTRY))}")
+    return info
+
+
+def user_cache_dir() -> Path:
+    """Per-user download cache, following the XDG base-directory convention."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "al-audit" / "datasets"
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
+    """Pick the data directory: argument, then $AL_AUDIT_DATA_DIR, then the shared checkout
+    next to the repo, then the user cache (which may not exist yet: loading then says so).
+
+    A directory the user named explicitly must exist; silently falling back would load
+    different files than the ones asked for.
+    """
+    for value, origin in ((data_dir, ""), (os.environ.get(DATA_DIR_ENV), f" (from ${DATA_DIR_ENV})")):
+        if value is not None and str(value) != "":
+            path = Path(value).expanduser()
+            if not path.is_dir():
+                raise DataError(f"data directory not found: {path}{origin}")
+            return path.resolve()
+    return REPO_DATA_DIR if REPO_DATA_DIR.is_dir() else user_cache_dir()
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """A loaded data set: rows in file order, labels encoded 0..K-1, arrays read-only
+    because they are shared through the in-process cache."""
+
+    info: DatasetInfo
+    X: np.ndarray
+    y: np.ndarray
+    classes: tuple[str, ...]
+    path: Path
+
+
+def parse_libsvm(path: str | os.PathLike) -> tuple[np.ndarray, list[str]]:
+    """Parse a LIBSVM file: a dense float64 matrix as wide as the largest feature index,
+    and the label tokens as written, both in file order. Anything odd is a DataError."""
+    path = Path(path)
+    return _parse(_read(path), path)
+
+
+def encode_labels(labels: list[str], task: str | None = None) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Encode label tokens as int64 codes and return the original spellings by code.
+
+    Binary: the positive label (+1 or 1) -> 1 and the other (-1 or 0) -> 0, so the three
+    encodings in the benchmark agree. Multi-class: numeric order -> 0..K-1. ``task=None``
+    infers binary from the label values.
+    """
+    spelling: dict[float, str] = {}
+    for s in labels:
+        spelling.setdefault(float(s), s)
+    values = sorted(spelling)
+    is_pm = len(values) == 2 and values[1] == 1.0 and values[0] in (-1.0, 0.0)
+    if task == "binary" and not is_pm:
+        found = ", ".join(spelling[v] for v in values)
+        raise DataError(f"binary labels must be +1/-1, 1/-1 or 1/0; found {found}")
+    code = {v: i for i, v in enumerate(values)}
+    y = np.fromiter((code[float(s)] for s in labels), dtype=np.int64, count=len(labels))
+    return y, tuple(spelling[v] for v in values)
+
+
+def label_runs(y: np.ndarray) -> int:
+    """Number of maximal runs of equal labels in file order: 2 means the file is sorted by
+    label, so any protocol that takes the first rows as its pool sees one class only."""
+    y = np.asarray(y)
+    return 0 if y.size == 0 else 1 + int(np.count_nonzero(y[1:] != y[:-1]))
+
+
+def load_dataset(name: str, data_dir: str | os.PathLike | None = None, verify: bool = True) -> Dataset:
+    """Load a registered data set, checking its checksum (unless ``verify=False``) and shape."""
+    info = get_info(name)
+    path = resolve_data_dir(data_dir) / info.file
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise DataError(
+            f"data file for {info.name!r} not found: {path} "
+            f"(set --data-dir or {DATA_DIR_ENV}, or run `audit datasets --fetch`)"
+        ) from None
+    except OSError as e:
+        raise DataError(f"cannot read {path}: {e.strerror or e}") from None
+    # mtime and size in the key: a file replaced in place is re-read, not served stale.
+    return _load(info, path, verify, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _load(info: DatasetInfo, path: Path, verify: bool, _mtime: int, _size: int) -> Dataset:
+    data = _read(path)  # hash and parse the same bytes
+    if verify:
+        _check_sha256(path, hashlib.sha256(data).hexdigest(), info.sha256)
+    X, labels = _parse(data, path)
+    if X.shape != (info.n, info.d):
+        raise DataError(
+            f"{path} has {X.shape[0]} rows and {X.shape[1]} features; "
+            f"the registry expects {info.n} x {info.d}"
+        )
+    try:
+        y, classes = encode_labels(labels, info.task)
+    except DataError as e:
+        raise DataError(f"cannot load {path}: {e}") from None
+    if len(classes) != info.n_classes:
+        raise DataError(f"{path} has {len(classes)} classes; the registry expects {info.n_classes}")
+    X.flags.writeable = False
+    y.flags.writeable = False
+    return Dataset(info, X, y, classes, path)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise DataError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def _check_sha256(where: object, got: str, expected: str) -> None:
+    if got != expected:
+        raise DataError(
+            f"checksum mismatch for {where}: expected {expected[:12]}..., got {got[:12]}...; "
+            "the file is corrupt or not the published version"
+        )
+
+
+def _parse(data: bytes, path: Path) -> tuple[np.ndarray, list[str]]:
+    """Strict LIBSVM reader: numeric labels, `index:value` pairs with strictly increasing
+    1-based indices, finite values, optional `#` comments; CRLF and blank lines are fine."""
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError as e:
+        raise DataError(f"cannot parse {path}: not a text file (byte {e.start})") from None
+
+    def bad(lineno: int, what: str) -> DataError:
+        return DataError(f"cannot parse {path} line {lineno}: {what}")
+
+    labels: list[str] = []
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[float] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        tokens = line.split("#", 1)[0].split()
+        if not tokens:
+            continue
+        try:
+            ok = math.isfinite(float(tokens[0]))
+        except ValueError:
+            ok = False
+        if not ok:
+            raise bad(lineno, f"bad label {tokens[0]!r}")
+        row, last = len(labels), 0
+        for tok in tokens[1:]:
+            idx, sep, val = tok.partition(":")
+            try:
+                j, v = int(idx), float(val)
+            except ValueError:
+                j, v = 0, 0.0
+            if not sep or j <= last:
+                raise bad(lineno, f"bad feature {tok!r} (want index:value, indices increasing)")
+            if not math.isfinite(v):
+                raise bad(lineno, f"non-finite value in {tok!r}")
+            rows.append(row)
+            cols.append(j - 1)
+            vals.append(v)
+            last = j
+        labels.append(tokens[0])
+    if not labels:
+        raise DataError(f"cannot parse {path}: no data rows")
+    X = np.zeros((len(labels), max(cols, default=-1) + 1), dtype=np.float64)
+    X[rows, cols] = vals
+    return X, labels
+
+
+def dataset_status(name: str, data_dir: str | os.PathLike | None = None) -> dict:
+    """One data set's state for `audit datasets`: never raises for a missing or corrupt
+    file (only for an unknown name); the reason goes into ``problem``."""
+    info = get_info(name)
+    out: dict = {"name": info.name, "present": False, "verified": None, "path": None,
+                 "label_runs": None, "status": "missing", "problem": None}
+    out.update((k, v) for k, v in asdict(info).items() if k != "name")
+    try:
+        path = resolve_data_dir(data_dir) / info.file
+    except DataError as e:
+        return {**out, "problem": str(e)}
+    out["path"] = str(path)
+    if not path.is_file():
+        return {**out, "problem": f"not found: {path}"}
+    out["present"] = True
+    try:
+        out["verified"] = hashlib.sha256(_read(path)).hexdigest() == info.sha256
+        if not out["verified"]:
+            return {**out, "status": "checksum mismatch",
+                    "problem": f"checksum mismatch for {path}; the file is corrupt or not the published version"}
+        out["label_runs"] = label_runs(load_dataset(info.name, path.parent).y)
+    except DataError as e:
+        return {**out, "status": "unreadable", "problem": str(e)}
+    out["status"] = "ok"
+    return out
+
+
+def fetch(name: str, cache_dir: str | os.PathLike | None = None) -> Path:
+    """Copy one file from the mirror at $AL_AUDIT_DATA_URL (any urllib URL, file:// too)
+    into the cache. It appears under its real name only once its checksum matches, so an
+    interrupted or corrupt download never looks like a usable data file."""
+    info = get_info(name)
+    target_dir = Path(cache_dir).expanduser() if cache_dir is not None else user_cache_dir()
+    dest = target_dir / info.file
+    if dest.is_file() and hashlib.sha256(_read(dest)).hexdigest() == info.sha256:
+        return dest
+    base = os.environ.get(DATA_URL_ENV, "").strip()
+    if not base:
+        raise DataError(f"no download source configured: set {DATA_URL_ENV} to a mirror of the LIBSVM files")
+    url = base.rstrip("/") + "/" + urllib.parse.quote(info.file)
+    try:
+        target_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{info.file}.", suffix=".part", dir=target_dir)
+    except OSError as e:
+        raise DataError(f"cannot write to cache directory {target_dir}: {e.strerror or e}") from None
+    try:
+        digest = hashlib.sha256()
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as resp:
+            for chunk in iter(lambda: resp.read(1 << 16), b""):
+                digest.update(chunk)
+                out.write(chunk)
+        _check_sha256(url, digest.hexdigest(), info.sha256)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    except (OSError, ValueError) as e:  # URLError and HTTPError are OSErrors
+        reason = getattr(e, "reason", None) or getattr(e, "strerror", None) or e
+        raise DataError(f"download of {url} failed: {reason}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return dest
+
+
+def format_registry_table(statuses: list[dict]) -> str:
+    """Render dataset_status() rows as a fixed-width table."""
+    header = ("name", "task", "n", "d", "classes", "IR", "size", "status", "label runs")
+    rows = [header]
+    for s in statuses:
+        counts = [c for _, c in s["class_counts"]]
+        many_equal = len(counts) > 6 and len(set(counts)) == 1
+        classes = f"{len(counts)}x{counts[0]}" if many_equal else "/".join(map(str, counts))
+        status = s.get("status") or ("ok" if s.get("verified") else "missing")
+        runs = s.get("label_runs")
+        rows.append((s["name"], s["task"], str(s["n"]), str(s["d"]), classes,
+                     f"{s['imbalance_ratio']:.2f}", s["size"], status, "-" if runs is None else str(runs)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    right = {2, 3, 5, 8}
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([line(header), line(tuple("-" * w for w in widths))] + [line(r) for r in rows[1:]])

@@ -1,0 +1,200 @@
+"""Published protocols as data.
+
+Each ``*.toml`` file beside this module is one protocol: every knob that decides what a
+replay does (split, seeds, scaling, models, budget, AUBC variant, strategies) is written
+there, and nothing about a protocol is decided in code. ``load_protocol`` validates a
+file into a frozen :class:`Protocol`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from audit.errors import AuditError
+from audit.metrics import get_variant
+from audit.models import ModelSpec
+
+PROTOCOL_DIR = Path(__file__).resolve().parent
+
+SPLIT_METHODS = ("lu2023",)
+INITIAL_RULES = ("skip-seed", "redraw")
+POOL_ORDERS = ("shuffled", "file")
+SCALING_SCOPES = ("none", "train", "labeled")
+SEED_SOURCES = ("trial", "spawn")
+SUBSYSTEMS = ("split", "initial", "strategy", "model")
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    method: str
+    test_ratio: float
+    initial_labels: int
+    initial_rule: str
+    min_per_class: int
+    pool_order: str
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    small: int
+    large: int
+    large_from: int
+    seeds_small: int
+    seeds_large: int
+
+    def for_size(self, n: int) -> tuple[int, int]:
+        """(trials wanted, candidate seeds) for a data set of n rows."""
+        return (self.small, self.seeds_small) if n < self.large_from else (self.large, self.seeds_large)
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """One strategy as a protocol binds it: implementation, parameters, query model.
+
+    ``query_model`` is None for model-free strategies, the string "task" when the
+    strategy queries with the task model itself, or a :class:`ModelSpec`.
+    """
+
+    id: str
+    implementation: str
+    params: dict[str, Any] = field(default_factory=dict)
+    query_model: ModelSpec | str | None = None
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str
+    title: str
+    paper: str
+    tasks: tuple[str, ...]
+    split: SplitSpec
+    trials: TrialSpec
+    seeds: dict[str, int | str]
+    scaling: dict[str, str]
+    task_model: ModelSpec
+    budget_size: int | str
+    batch_size: int
+    aubc_variant: str
+    aubc_metric: str
+    sd_ddof: int
+    scale: str
+    reference_paper: str
+    reference_tables: tuple[str, ...]
+    strategies: dict[str, StrategySpec]
+    path: Path
+
+    def strategy(self, strategy_id: str) -> StrategySpec:
+        try:
+            return self.strategies[strategy_id]
+        except KeyError:
+            raise AuditError(
+                f"protocol '{self.name}' has no strategy '{strategy_id}'; "
+                f"it has: {', '.join(self.strategies)}"
+            ) from None
+
+    def query_model_for(self, spec: StrategySpec) -> ModelSpec | None:
+        """The query model a strategy really uses, with "task" resolved."""
+        return self.task_model if spec.query_model == "task" else spec.query_model  # type: ignore[return-value]
+
+    def to_data(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["path"] = str(self.path.name)
+        return data
+
+    @property
+    def spec_hash(self) -> str:
+        """Hash of every knob: results stored under one hash came from one protocol."""
+        data = self.to_data()
+        data.pop("title")
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def display(self, value: float) -> str:
+        """An AUBC (fraction) printed on the paper's scale."""
+        return f"{100 * value:.2f}" if self.scale == "percent" else f"{value:.4f}"
+
+
+def _choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
+    if value not in allowed:
+        raise AuditError(f"{what} must be one of {', '.join(allowed)}, not {value!r}")
+    return value
+
+
+def _parse(data: dict[str, Any], path: Path) -> Protocol:
+    try:
+        split = SplitSpec(**data["split"])
+        _choice(split.method, SPLIT_METHODS, "split.method")
+        _choice(split.initial_rule, INITIAL_RULES, "split.initial_rule")
+        _choice(split.pool_order, POOL_ORDERS, "split.pool_order")
+        if not 0 < split.test_ratio < 1 or split.initial_labels < 1:
+            raise AuditError("split.test_ratio must be in (0, 1) and initial_labels >= 1")
+        seeds = dict(data["seeds"])
+        for key in SUBSYSTEMS:
+            value = seeds[key]
+            if not isinstance(value, int):
+                _choice(value, SEED_SOURCES, f"seeds.{key}")
+        scaling = dict(data["scaling"])
+        for key in ("task", "query"):
+            _choice(scaling[key], SCALING_SCOPES, f"scaling.{key}")
+        budget = data["budget"]
+        if budget["size"] != "pool" and not (isinstance(budget["size"], int) and budget["size"] > 0):
+            raise AuditError("budget.size must be 'pool' or a positive integer")
+        aubc = data["aubc"]
+        get_variant(aubc["variant"])
+        strategies = {
+            sid: StrategySpec(
+                sid,
+                s["implementation"],
+                dict(s.get("params", {})),
+                s.get("query_model") if s.get("query_model") in (None, "task") else ModelSpec.from_data(s["query_model"]),
+            )
+            for sid, s in data["strategies"].items()
+        }
+        return Protocol(
+            name=data["name"],
+            title=data["title"],
+            paper=data["paper"],
+            tasks=tuple(data["tasks"]),
+            split=split,
+            trials=TrialSpec(**data["trials"]),
+            seeds=seeds,
+            scaling=scaling,
+            task_model=ModelSpec.from_data(data["task_model"]),
+            budget_size=budget["size"],
+            batch_size=int(budget["batch_size"]),
+            aubc_variant=aubc["variant"],
+            aubc_metric=_choice(aubc["metric"], ("accuracy", "f1", "roc_auc"), "aubc.metric"),
+            sd_ddof=int(aubc["sd_ddof"]),
+            scale=_choice(aubc["scale"], ("percent", "fraction"), "aubc.scale"),
+            reference_paper=data["reference"]["paper"],
+            reference_tables=tuple(data["reference"]["tables"]),
+            strategies=strategies,
+            path=path,
+        )
+    except KeyError as exc:
+        raise AuditError(f"{path.name}: missing key {exc.args[0]!r}") from None
+    except TypeError as exc:
+        raise AuditError(f"{path.name}: {exc}") from None
+
+
+def available_protocols() -> list[str]:
+    return sorted(p.stem for p in PROTOCOL_DIR.glob("*.toml"))
+
+
+def load_protocol(name_or_path: str | Path) -> Protocol:
+    """Load a shipped protocol by name, or any protocol file by path."""
+    path = Path(name_or_path)
+    if path.suffix != ".toml":
+        path = PROTOCOL_DIR / f"{name_or_path}.toml"
+        if not path.exists():
+            raise AuditError(
+                f"unknown protocol '{name_or_path}'; known: {', '.join(available_protocols())}"
+            )
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise AuditError(f"cannot read protocol {path}: {exc}") from None
+    return _parse(data, path)

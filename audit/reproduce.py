@@ -1,0 +1,201 @@
+"""`audit reproduce`: plan the trials, run what the store lacks, compare, report."""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+import adapters
+from audit.compare import CONSISTENT, NO_REFERENCE, summarise, verdict, welch
+from audit.datasets import Dataset, label_runs, load_dataset
+from audit.errors import AuditError
+from audit.metrics import get_variant
+from audit.protocols import Protocol, load_protocol
+from audit.references import Reference, load_references
+from audit.report import write_report
+from audit.runner import TrialResult, TrialTask, budget_for, run_tasks
+from audit.splits import make_split, plan_seeds
+from audit.store import ResultStore, fingerprint_details
+
+
+@dataclass
+class ReproduceRequest:
+    """Everything `audit reproduce` was asked to do, with the documented defaults."""
+
+    protocol: str
+    dataset: str
+    strategies: Sequence[str] | None = None  # None: every available strategy of the protocol
+    trials: int | None = None  # None: the protocol's count for the data set's size
+    jobs: int = 1
+    data_dir: str | None = None
+    store: str | Path = ".audit-store.sqlite"
+    out: str | Path | None = None  # None: reports/<protocol>-<dataset>
+    progress: bool = True
+    retry_errors: bool = False
+
+
+@dataclass
+class ReproduceOutcome:
+    report: dict[str, Any]
+    out_dir: Path
+    ran: int = 0
+    reused: int = 0
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+
+def _nan_to_none(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def choose_strategies(protocol: Protocol, requested: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:
+    """(strategies to run, {strategy: reason} for those that cannot run here)."""
+    ids = list(requested) if requested else list(protocol.strategies)
+    unavailable = {}
+    for sid in ids:
+        reason = adapters.unavailable_reason(protocol.strategy(sid).implementation)
+        if reason:
+            unavailable[sid] = reason
+    if requested and unavailable:
+        sid, reason = next(iter(unavailable.items()))
+        raise AuditError(f"strategy '{sid}' cannot run here: {reason}")
+    return [s for s in ids if s not in unavailable], unavailable
+
+
+def pick_reference(protocol: Protocol, dataset: str, strategy: str) -> Reference | None:
+    """The published number a cell is compared with, by the protocol's table preference."""
+    refs = [r for r in load_references(paper=protocol.reference_paper, dataset=dataset, strategy=strategy,
+                                       metric=protocol.aubc_metric, batch_size=protocol.batch_size)
+            if r.mean is not None]
+    rank = {t: i for i, t in enumerate(protocol.reference_tables)}
+    refs.sort(key=lambda r: rank.get(r.table, len(rank)))
+    return refs[0] if refs else None
+
+
+def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialResult]) -> dict[str, Any]:
+    spec = protocol.strategy(strategy)
+    cls = adapters.strategy_class(spec.implementation)
+    ok = [r for r in results if r.status == "ok"]
+    summary = summarise([r.aubc for r in ok], protocol.sd_ddof)
+    ref = pick_reference(protocol, dataset, strategy)
+    published = ref.mean_fraction if ref else None
+    query_model = protocol.query_model_for(spec)
+    cell: dict[str, Any] = {
+        "strategy": strategy, "status": "ok", "implementation": spec.implementation,
+        "library": cls.library_version(), "params": spec.params,
+        "query_model": None if query_model is None else str(query_model),
+        "query_model_is_task_model": spec.query_model == "task"
+        or (query_model is not None and query_model.key == protocol.task_model.key),
+        "n_trials": summary.n, "n_errors": len(results) - len(ok),
+        "errors": [{"trial_seed": r.trial_seed, "error": r.error} for r in results if r.status != "ok"],
+        "mean": _nan_to_none(summary.mean), "sd": _nan_to_none(summary.sd),
+        "ci95": [_nan_to_none(v) for v in summary.ci95], "ci99": [_nan_to_none(v) for v in summary.ci99],
+        "published_mean": published,
+        "verdict": verdict(summary, published) if ok else "no successful trials",
+        "reference": None, "welch": None,
+    }
+    if ref:
+        cell["reference"] = {"paper": ref.paper, "table": ref.table, "row": ref.row, "source": ref.source,
+                             "aubc_variant": ref.aubc_variant, "sd": ref.sd, "n": ref.n, "note": ref.note}
+        if ref.sd is not None and ref.n and ref.n > 1 and summary.n > 1:
+            w = welch(summary.mean, float(np.std([r.aubc for r in ok], ddof=1)), summary.n,
+                      published, ref.sd / (100 if ref.scale == "percent" else 1), ref.n)
+            cell["welch"] = {"t": w.t, "df": w.df, "p": w.p}
+    return cell
+
+
+def _curves(results: list[TrialResult]) -> tuple[np.ndarray, np.ndarray] | None:
+    ok = [r for r in results if r.status == "ok" and r.rounds]
+    if not ok:
+        return None
+    length = min(len(r.rounds) for r in ok)
+    n_labeled = np.array([r.n_labeled for r in ok[0].rounds[:length]])
+    return n_labeled, np.array([[r.accuracy for r in t.rounds[:length]] for t in ok])
+
+
+def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.stderr)) -> ReproduceOutcome:
+    if request.trials is not None and request.trials < 1:
+        raise AuditError(f"--trials must be a positive number, not {request.trials}")
+    if request.jobs < 1:
+        raise AuditError(f"--jobs must be a positive number, not {request.jobs}")
+    protocol = load_protocol(request.protocol)
+    data: Dataset = load_dataset(request.dataset, request.data_dir)
+    name = data.info.name
+    if data.info.task not in protocol.tasks:
+        raise AuditError(f"protocol '{protocol.name}' covers {'/'.join(protocol.tasks)} data sets; '{name}' is {data.info.task}")
+    strategies, unavailable = choose_strategies(protocol, request.strategies)
+    seeds, skipped = plan_seeds(protocol, data.y, request.trials)
+    if not seeds:
+        raise AuditError(f"no valid trial seed for '{name}' under {protocol.name}: {skipped[0][1] if skipped else 'none tried'}")
+    first = make_split(protocol, data.y, seeds[0])
+    budget_for(protocol, first.pool.size)  # an impossible budget fails before any work
+    for seed, why in skipped:
+        log(f"skipping trial seed {seed}: {why}")
+
+    store = ResultStore(request.store)
+    try:
+        details = fingerprint_details(protocol)
+        fingerprint = store.register(details)
+        tasks, reused = [], 0
+        for sid in strategies:
+            done = store.finished_seeds(protocol.name, name, sid, fingerprint)
+            if request.retry_errors:
+                done -= {r.trial_seed for r in store.trials(protocol.name, name, sid, fingerprint) if r.status != "ok"}
+            reused += len(done & set(seeds))
+            tasks += [TrialTask(protocol, name, request.data_dir, sid, s) for s in seeds if s not in done]
+        if reused:
+            log(f"resuming: {reused} finished trials found in {store.path}, {len(tasks)} to run")
+        _run(tasks, request, store, fingerprint)
+
+        cells, per_trial, curves = [], [], {}
+        for sid in strategies:
+            results = store.trials(protocol.name, name, sid, fingerprint, seeds)
+            cells.append(_cell(protocol, name, sid, results))
+            per_trial += [{"strategy": sid, "trial_seed": r.trial_seed, "aubc": r.aubc, "status": r.status,
+                           "query_hash": r.query_hash} for r in results]
+            curve = _curves(results)
+            if curve is not None:
+                curves[sid] = curve
+        for sid, reason in unavailable.items():
+            ref = pick_reference(protocol, name, sid)
+            cells.append({"strategy": sid, "status": "unavailable", "reason": reason,
+                          "implementation": protocol.strategy(sid).implementation, "library": "-",
+                          "published_mean": ref.mean_fraction if ref else None, "verdict": "unavailable"})
+        report = {
+            "protocol": {"name": protocol.name, "title": protocol.title, "spec_hash": protocol.spec_hash,
+                         "aubc_variant": protocol.aubc_variant,
+                         "aubc_definition": get_variant(protocol.aubc_variant).source,
+                         "aubc_metric": protocol.aubc_metric, "sd_ddof": protocol.sd_ddof, "scale": protocol.scale,
+                         "task_model": str(protocol.task_model), "batch_size": protocol.batch_size,
+                         "scaling": protocol.scaling, "pool_order": protocol.split.pool_order},
+            "dataset": {"name": name, "n": data.info.n, "d": data.info.d, "sha256": data.info.sha256,
+                        "label_runs": label_runs(data.y), "path": str(data.path)},
+            "environment": details["versions"], "code": details["code"], "fingerprint": fingerprint,
+            "seeds": {"trial_seeds": seeds, "skipped": [list(s) for s in skipped], "policy": protocol.seeds},
+            "strategies": cells,
+            "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        out_dir = Path(request.out) if request.out else Path("reports") / f"{protocol.name}-{name}"
+        write_report(report, per_trial, curves, out_dir)
+        return ReproduceOutcome(report, out_dir, len(tasks), reused, unavailable)
+    finally:
+        store.close()
+
+
+def _run(tasks: list[TrialTask], request: ReproduceRequest, store: ResultStore, fingerprint: str) -> None:
+    if not tasks:
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=len(tasks), unit="trial", desc="trials", disable=not request.progress,
+              file=sys.stderr, mininterval=0.5, dynamic_ncols=True) as bar:
+        errors = 0
+        for result in run_tasks(tasks, request.jobs):
+            store.save(result, fingerprint)
+            errors += result.status != "ok"
+            bar.set_postfix_str(f"{result.strategy} seed {result.trial_seed}" + (f", {errors} errors" if errors else ""))
+            bar.update()

@@ -1,0 +1,248 @@
+"""The replay engine: one pool-based active-learning trial, and many trials in parallel.
+
+A trial follows the protocol exactly: split and initial set from the RNG contract
+(:mod:`audit.splits`), features scaled in the protocol's scope, a task model trained
+and scored on the test rows after every query, and a query model kept separate from it
+unless the two are the same spec seen through the same features, in which case the
+task model's fit is reused. Library code is reached only through :mod:`adapters`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+import traceback
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
+
+import adapters
+from adapters import MISSING
+from audit.errors import AuditError, StrategyError
+from audit.metrics import METRICS, get_variant, round_metrics
+from audit.protocols import Protocol, StrategySpec
+from audit.splits import TrialSplit, make_split, subsystem_seed
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """What one round leaves behind. Round 0 is the initial model (nothing queried)."""
+
+    round: int
+    n_labeled: int
+    queried: tuple[int, ...]
+    accuracy: float
+    f1: float
+    roc_auc: float
+    fit_seconds: float
+    query_seconds: float
+
+
+@dataclass
+class TrialResult:
+    protocol: str
+    dataset: str
+    strategy: str
+    trial_seed: int
+    status: str  # "ok" or "error"
+    aubc: float | None = None
+    aubc_by_metric: dict[str, float] = field(default_factory=dict)
+    rounds: list[RoundRecord] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def query_hash(self) -> str | None:
+        """Hash of the queried row sequence: equal hashes mean the same queries."""
+        if not self.rounds:
+            return None
+        sequence = [list(r.queried) for r in self.rounds]
+        return hashlib.sha256(json.dumps(sequence).encode()).hexdigest()[:16]
+
+
+def budget_for(protocol: Protocol, pool_size: int) -> int:
+    """Labels to query in a trial; a budget larger than the pool is an input error."""
+    if protocol.budget_size == "pool":
+        return pool_size
+    if protocol.budget_size > pool_size:
+        raise AuditError(f"budget {protocol.budget_size} is larger than the unlabeled pool ({pool_size} rows)")
+    return int(protocol.budget_size)
+
+
+class _Features:
+    """Feature views of the train layout and the test rows in one scaling scope."""
+
+    def __init__(self, scope: str, X: np.ndarray, split: TrialSplit):
+        self.scope = scope
+        self.X_train_raw = X[split.train]
+        self.X_test_raw = X[split.test]
+        if scope == "train":
+            scaler = StandardScaler().fit(self.X_train_raw)
+            self.X_train, self.X_test = scaler.transform(self.X_train_raw), scaler.transform(self.X_test_raw)
+        else:
+            self.X_train, self.X_test = self.X_train_raw, self.X_test_raw
+
+    def update(self, labeled_positions: np.ndarray) -> None:
+        """Scope "labeled": refit the scaler on the current labeled rows (once a round)."""
+        if self.scope == "labeled":
+            scaler = StandardScaler().fit(self.X_train_raw[labeled_positions])
+            self.X_train = scaler.transform(self.X_train_raw)
+            self.X_test = scaler.transform(self.X_test_raw)
+
+
+def run_trial(
+    protocol: Protocol, dataset_name: str, X: np.ndarray, y: np.ndarray, strategy_id: str, trial_seed: int
+) -> TrialResult:
+    """Replay one trial; any failure of the strategy or its library becomes an error result."""
+    result = TrialResult(protocol.name, dataset_name, strategy_id, trial_seed, "error")
+    start = time.perf_counter()
+    try:
+        with threadpool_limits(1):  # same floating-point path whatever the executor
+            result.rounds = _replay(protocol, X, y, protocol.strategy(strategy_id), trial_seed)
+        metric_values = {m: [getattr(r, m) for r in result.rounds] for m in METRICS}
+        n_labeled = [r.n_labeled for r in result.rounds]
+        variant = get_variant(protocol.aubc_variant)
+        result.aubc_by_metric = {m: variant(v, n_labeled) for m, v in metric_values.items()}
+        result.aubc = result.aubc_by_metric[protocol.aubc_metric]
+        result.status = "ok"
+    except AuditError as exc:
+        result.error = str(exc)
+    except Exception as exc:  # a library failing mid-trial is recorded, the audit goes on
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        result.error = f"{type(exc).__name__}: {exc} (at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})"
+    if result.status == "error":
+        result.rounds = []
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec, trial_seed: int) -> list[RoundRecord]:
+    split = make_split(protocol, y, trial_seed)
+    if isinstance(split, str):
+        raise AuditError(f"trial seed {trial_seed} is not valid for this protocol: {split}")
+    n_classes = int(y.max()) + 1
+    model_seed = subsystem_seed(protocol.seeds["model"], trial_seed, "model")
+    strategy_seed = subsystem_seed(protocol.seeds["strategy"], trial_seed, "strategy")
+    rng = np.random.default_rng(strategy_seed)
+
+    train_rows = split.train
+    y_train = y[train_rows]
+    y_test = y[split.test]
+    n_initial = split.labeled.size
+    budget = budget_for(protocol, split.pool.size)
+
+    task_features = _Features(protocol.scaling["task"], X, split)
+    query_spec = protocol.query_model_for(spec)
+    shares_task_fit = spec.query_model == "task" or (
+        query_spec is not None and query_spec.key == protocol.task_model.key
+        and protocol.scaling["query"] == protocol.scaling["task"]
+    )
+    query_features = task_features if shares_task_fit else _Features(protocol.scaling["query"], X, split)
+
+    strategy_cls = adapters.strategy_class(spec.implementation)
+    strategy = strategy_cls(
+        query_model=query_spec if strategy_cls.model_use == "own" else None,
+        random_state=strategy_seed,
+        **spec.params,
+    )
+    if protocol.batch_size > 1 and not strategy_cls.batch:
+        raise AuditError(f"{spec.id} ({spec.implementation}) does not support batch size {protocol.batch_size}")
+
+    labeled_mask = np.zeros(train_rows.size, dtype=bool)
+    labeled_mask[:n_initial] = True
+    y_known = np.full(train_rows.size, MISSING, dtype=np.int64)
+    y_known[:n_initial] = y_train[:n_initial]
+
+    def fit_and_score(round_no: int, queried: tuple[int, ...], query_seconds: float) -> Any:
+        t0 = time.perf_counter()
+        positions = np.flatnonzero(labeled_mask)
+        task_features.update(positions)
+        model = protocol.task_model.build(model_seed).fit(task_features.X_train[positions], y_train[positions])
+        fit_seconds = time.perf_counter() - t0
+        scores = round_metrics(y_test, model.predict(task_features.X_test), n_classes)
+        records.append(RoundRecord(round_no, positions.size, queried, fit_seconds=fit_seconds,
+                                   query_seconds=query_seconds, **scores))
+        return model
+
+    records: list[RoundRecord] = []
+    task_model = fit_and_score(0, (), 0.0)
+    spent = 0
+    for round_no in range(1, math.ceil(budget / protocol.batch_size) + 1):
+        batch = min(protocol.batch_size, budget - spent)
+        candidates = np.flatnonzero(~labeled_mask)
+        t0 = time.perf_counter()
+        if strategy_cls.model_use != "fitted":
+            query_model = None
+        elif shares_task_fit:
+            query_model = task_model
+        else:
+            positions = np.flatnonzero(labeled_mask)
+            query_features.update(positions)
+            query_model = query_spec.build(model_seed).fit(query_features.X_train[positions], y_train[positions])
+        picked = strategy.query(query_features.X_train, y_known, query_model, batch, candidates, rng)
+        picked = _checked(picked, candidates, batch)
+        query_seconds = time.perf_counter() - t0
+        labeled_mask[picked] = True
+        y_known[picked] = y_train[picked]
+        spent += batch
+        task_model = fit_and_score(round_no, tuple(int(r) for r in train_rows[picked]), query_seconds)
+    return records
+
+
+def _checked(picked: Any, candidates: np.ndarray, batch: int) -> np.ndarray:
+    """The strategy contract: `batch` distinct candidate indices."""
+    picked = np.asarray(picked, dtype=np.int64).ravel()
+    if picked.size != batch or np.unique(picked).size != batch:
+        raise StrategyError(f"strategy returned {picked.size} indices ({np.unique(picked).size} distinct), expected {batch}")
+    if not np.all(np.isin(picked, candidates)):
+        raise StrategyError("strategy returned an index that is not an unlabeled candidate")
+    return picked
+
+
+# --- many trials --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TrialTask:
+    """One unit of work: picklable, so any executor can run it."""
+
+    protocol: Protocol
+    dataset: str
+    data_dir: str | None
+    strategy: str
+    trial_seed: int
+
+
+def execute_task(task: TrialTask) -> TrialResult:
+    from audit.datasets import load_dataset
+
+    data = load_dataset(task.dataset, task.data_dir)
+    return run_trial(task.protocol, task.dataset, data.X, data.y, task.strategy, task.trial_seed)
+
+
+def run_tasks(tasks: Iterable[TrialTask], jobs: int = 1) -> Iterator[TrialResult]:
+    """Run tasks and yield results as they finish (jobs > 1: in worker processes).
+
+    Results do not depend on ``jobs``: each trial draws only from its own seeds.
+    """
+    tasks = list(tasks)
+    if jobs <= 1:
+        for task in tasks:
+            yield execute_task(task)
+        return
+    import multiprocessing
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("forkserver")) as pool:
+        pending = {pool.submit(execute_task, t) for t in tasks}
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    yield future.result()
+        finally:
+            for future in pending:
+                future.cancel()

@@ -1,0 +1,99 @@
+"""The RNG contract: trial seed -> split, initial labeled set, pool order, and seeds.
+
+Each subsystem (split, initial set, strategy, model) draws from its own generator, so a
+change in one (say, a strategy that consumes more random numbers) never moves another.
+The "lu2023" split method replicates the released code's calls exactly: trial seed s
+gives the same train/test split and initial set as that code.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from audit.protocols import SUBSYSTEMS, Protocol, SplitSpec
+
+MAX_REDRAWS = 1000
+
+
+def subsystem_seed(source: int | str, trial_seed: int, subsystem: str) -> int:
+    """Seed of one subsystem: fixed, the trial seed itself, or an independent child stream."""
+    if isinstance(source, int):
+        return source
+    if source == "trial":
+        return trial_seed
+    child = np.random.SeedSequence([trial_seed, SUBSYSTEMS.index(subsystem)])
+    return int(child.generate_state(1)[0])
+
+
+@dataclass(frozen=True)
+class TrialSplit:
+    """Row indices of the data set: test rows, initial labeled rows, and the pool in pool order."""
+
+    trial_seed: int
+    test: np.ndarray
+    labeled: np.ndarray
+    pool: np.ndarray
+
+    @property
+    def train(self) -> np.ndarray:
+        """Train rows as the runner lays them out: initial labels first, then the pool."""
+        return np.concatenate([self.labeled, self.pool])
+
+
+def _has_classes(y: np.ndarray, rows: np.ndarray, n_classes: int, minimum: int) -> bool:
+    counts = np.bincount(y[rows], minlength=n_classes)
+    return bool(np.all(counts >= minimum))
+
+
+def make_split(protocol: Protocol, y: np.ndarray, trial_seed: int) -> TrialSplit | str:
+    """The trial's split, or the reason the seed is skipped."""
+    spec: SplitSpec = protocol.split
+    n_classes = int(y.max()) + 1
+    n = y.size
+    rows = np.arange(n)
+    np.random.default_rng(subsystem_seed(protocol.seeds["split"], trial_seed, "split")).shuffle(rows)
+    n_train = int(n * (1 - spec.test_ratio))
+    train, test = rows[:n_train], rows[n_train:]
+    if not _has_classes(y, train, n_classes, 1):
+        return "the train split misses a class"
+    if spec.initial_labels >= n_train:
+        return f"{spec.initial_labels} initial labels leave no pool in a train split of {n_train}"
+    initial_rng = np.random.default_rng(subsystem_seed(protocol.seeds["initial"], trial_seed, "initial"))
+    order = train.copy()
+    for _ in range(MAX_REDRAWS):
+        initial_rng.shuffle(order)
+        labeled, pool = order[: spec.initial_labels], order[spec.initial_labels :]
+        if _has_classes(y, labeled, n_classes, spec.min_per_class):
+            break
+        if spec.initial_rule == "skip-seed":
+            return f"the initial labels have fewer than {spec.min_per_class} of some class"
+    else:
+        return f"no initial set with {spec.min_per_class} per class in {MAX_REDRAWS} draws"
+    if spec.pool_order == "file":
+        pool = np.sort(pool)
+    return TrialSplit(trial_seed, test, labeled.copy(), pool.copy())
+
+
+def plan_seeds(protocol: Protocol, y: np.ndarray, n_trials: int | None = None) -> tuple[list[int], list[tuple[int, str]]]:
+    """The trial seeds a replay uses (the first valid ones) and the seeds skipped, with reasons.
+
+    Seeds are tried from 0 up to the protocol's candidate range (or twice the number of
+    trials asked for, when that is larger).
+
+    Validity depends only on the seed, never on a strategy, so every strategy of a
+    trial sees the same split.
+    """
+    wanted, candidates = protocol.trials.for_size(y.size)
+    wanted = wanted if n_trials is None else n_trials
+    seeds: list[int] = []
+    skipped: list[tuple[int, str]] = []
+    seed, last = 0, max(candidates, 2 * wanted)
+    while len(seeds) < wanted and seed < last:
+        outcome = make_split(protocol, y, seed)
+        if isinstance(outcome, str):
+            skipped.append((seed, outcome))
+        else:
+            seeds.append(seed)
+        seed += 1
+    return seeds, skipped

@@ -1,0 +1,173 @@
+"""SQLite results store: one transaction per finished trial.
+
+A trial is keyed by (protocol, dataset, strategy, trial seed, fingerprint), where the
+fingerprint covers the protocol spec, this tool's code and every library version: a
+result is reused only when all of them are the same. A trial and its rounds are written
+in one transaction, so a run killed at any moment leaves each trial either complete or
+absent, and the UNIQUE key makes a finished trial impossible to store twice.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import sqlite3
+from datetime import datetime, timezone
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable
+
+from audit.errors import AuditError
+from audit.protocols import Protocol
+from audit.runner import RoundRecord, TrialResult
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_STORE = Path(".audit-store.sqlite")
+TRACKED_PACKAGES = ("numpy", "scipy", "scikit-learn", "libact", "alipy", "scikit-activeml")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS fingerprints (
+    fingerprint TEXT PRIMARY KEY,
+    details TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trials (
+    id INTEGER PRIMARY KEY,
+    protocol TEXT NOT NULL,
+    dataset TEXT NOT NULL,
+    strategy TEXT NOT NULL,
+    trial_seed INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL REFERENCES fingerprints(fingerprint),
+    status TEXT NOT NULL CHECK (status IN ('ok', 'error')),
+    aubc REAL,
+    aubc_by_metric TEXT,
+    query_hash TEXT,
+    error TEXT,
+    seconds REAL NOT NULL,
+    finished_at TEXT NOT NULL,
+    UNIQUE (protocol, dataset, strategy, trial_seed, fingerprint)
+);
+CREATE TABLE IF NOT EXISTS rounds (
+    trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+    round INTEGER NOT NULL,
+    n_labeled INTEGER NOT NULL,
+    queried TEXT NOT NULL,
+    accuracy REAL, f1 REAL, roc_auc REAL,
+    fit_seconds REAL, query_seconds REAL,
+    PRIMARY KEY (trial_id, round)
+) WITHOUT ROWID;
+"""
+
+
+def library_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in TRACKED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "absent"
+    return versions
+
+
+@lru_cache(maxsize=1)
+def code_hash() -> str:
+    """Hash of this tool's own source: changed code means results are recomputed."""
+    digest = hashlib.sha256()
+    for folder in ("audit", "adapters"):
+        for path in sorted((REPO_ROOT / folder).rglob("*")):
+            if path.suffix in (".py", ".toml"):
+                digest.update(str(path.relative_to(REPO_ROOT)).encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def fingerprint_details(protocol: Protocol) -> dict[str, Any]:
+    return {"protocol_spec": protocol.spec_hash, "code": code_hash(), "versions": library_versions()}
+
+
+def fingerprint_of(details: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(details, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class ResultStore:
+    """The SQLite file holding every finished trial."""
+
+    def __init__(self, path: str | Path = DEFAULT_STORE):
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise AuditError(f"cannot open results store {self.path}: {exc}") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def register(self, details: dict[str, Any]) -> str:
+        fingerprint = fingerprint_of(details)
+        self._db.execute(
+            "INSERT OR IGNORE INTO fingerprints VALUES (?, ?)", (fingerprint, json.dumps(details, sort_keys=True))
+        )
+        return fingerprint
+
+    def finished_seeds(self, protocol: str, dataset: str, strategy: str, fingerprint: str) -> set[int]:
+        rows = self._db.execute(
+            "SELECT trial_seed FROM trials WHERE protocol=? AND dataset=? AND strategy=? AND fingerprint=?",
+            (protocol, dataset, strategy, fingerprint),
+        )
+        return {r[0] for r in rows}
+
+    def save(self, result: TrialResult, fingerprint: str) -> bool:
+        """Store one finished trial atomically; False when it was already stored."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            cursor = db.execute(
+                "INSERT OR IGNORE INTO trials (protocol, dataset, strategy, trial_seed, fingerprint, status, aubc,"
+                " aubc_by_metric, query_hash, error, seconds, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (result.protocol, result.dataset, result.strategy, result.trial_seed, fingerprint, result.status,
+                 result.aubc, json.dumps(result.aubc_by_metric), result.query_hash, result.error, result.seconds,
+                 datetime.now(timezone.utc).isoformat(timespec="seconds")),
+            )
+            if cursor.rowcount == 0:
+                db.execute("ROLLBACK")
+                return False
+            db.executemany(
+                "INSERT INTO rounds VALUES (?,?,?,?,?,?,?,?,?)",
+                [(cursor.lastrowid, r.round, r.n_labeled, json.dumps(r.queried), r.accuracy, r.f1, r.roc_auc,
+                  r.fit_seconds, r.query_seconds) for r in result.rounds],
+            )
+            db.execute("COMMIT")
+            return True
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def trials(self, protocol: str, dataset: str, strategy: str, fingerprint: str,
+               seeds: Iterable[int] | None = None) -> list[TrialResult]:
+        """Stored trials in seed order (restricted to ``seeds`` when given), rounds included."""
+        wanted = None if seeds is None else set(seeds)
+        rows = self._db.execute(
+            "SELECT id, trial_seed, status, aubc, aubc_by_metric, error, seconds FROM trials"
+            " WHERE protocol=? AND dataset=? AND strategy=? AND fingerprint=? ORDER BY trial_seed",
+            (protocol, dataset, strategy, fingerprint),
+        ).fetchall()
+        results = []
+        for trial_id, seed, status, aubc, by_metric, error, seconds in rows:
+            if wanted is not None and seed not in wanted:
+                continue
+            rounds = [
+                RoundRecord(r[0], r[1], tuple(json.loads(r[2])), *r[3:])
+                for r in self._db.execute(
+                    "SELECT round, n_labeled, queried, accuracy, f1, roc_auc, fit_seconds, query_seconds"
+                    " FROM rounds WHERE trial_id=? ORDER BY round", (trial_id,))
+            ]
+            results.append(TrialResult(protocol, dataset, strategy, seed, status, aubc,
+                                       json.loads(by_metric or "{}"), rounds, error, seconds))
+        return results
+
+    def count(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]

@@ -1,0 +1,235 @@
+"""Transcribe published AUBC tables from the paper texts into reference_results/*.csv.
+
+Usage (from the repo root):
+    uv run python reference_results/transcribe.py [PAPERS_DIR] [--out OUT_DIR]
+
+PAPERS_DIR defaults to ../shared/papers relative to the repo root; OUT_DIR defaults to
+this directory. Every number is copied as printed (digits kept, no rescaling).
+"""
+
+import argparse
+import csv
+import re
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+LU2023 = "rebenchmark-pool-based-al-binary.txt"
+ZHAN2021 = "aldataset-zhan2021-benchmark.txt"
+
+COLUMNS = ["paper", "table", "row", "dataset", "strategy", "batch_size", "metric",
+           "mean", "sd", "n", "scale", "aubc_variant", "note"]
+DATASETS = {
+    "appendicitis", "sonar", "parkinsons", "ex8b", "heart", "haberman", "ionosphere",
+    "clean1", "breast", "wdbc", "australian", "diabetes", "mammographic", "ex8a", "tic",
+    "german", "splice", "gcloudb", "gcloudub", "checkerboard", "spambase", "banana",
+    "phoneme", "ringnorm", "twonorm", "phishing", "iris", "wine", "thyroid", "vehicle",
+    "glass", "seeds", "d31", "r15",
+}
+LARGE = {"spambase", "banana", "phoneme", "ringnorm", "twonorm", "phishing"}
+STRATEGIES = {
+    "uniform": "uniform", "rs": "uniform", "bso": "bso", "us-c": "us-c", "us-nc": "us-nc",
+    "us": "us-nc", "margin": "margin", "core-set": "coreset", "kcenter": "coreset",
+    "graph": "graph", "hier": "hier", "infodiv": "infodiv", "mcm": "mcm",
+    "hintsvm": "hintsvm", "qbc": "qbc", "quire": "quire", "albl": "albl", "dwus": "dwus",
+    "vr": "vr", "eer": "eer", "bmdr": "bmdr", "spal": "spal", "lal": "lal",
+}
+STRATEGY_NOTES = {
+    "us": "zhan2021 'us' is libact US with LR(C=0.1) = lu2023 US-NC",
+    "margin": "zhan2021 'margin' is uncertainty sampling with a grid-searched LR; not us-c",
+}
+MISPRINTS = {"ore-Set": "Core-Set"}
+NOT_RUN = {"-", "$-$", "TLE", "error"}
+STAR = "* = significant difference from [60]"
+ARROW = " $\\rightarrow$ "
+ZHAN_METRICS = {"Table 5": "accuracy", "Table 6": "roc_auc", "Table 7": "f1"}
+BEST_NOTE = "row 'best' is undefined in the paper; equals its Table 3 BSO except on wine"
+REMARKS = {  # (table, row label, data set) -> remark on a suspicious printed value
+    ("Table 5", "best", "wine"): "the paper's Table 3 BSO for wine is 0.946",
+    ("Table 6", "best", "wine"): "the paper's Table 3 BSO for wine is 0.956",
+    ("Table 7", "best", "wine"): "the paper's Table 3 BSO for wine is 0.943",
+    ("Table 6", "mcm-10", "appendicitis"): "outlier: equals the Table 5 (acc) value; mcm-1/2/5 "
+                                           "auc are 0.692-0.733",
+    ("Table 6", "infodiv-1", "wine"): "outlier: infodiv-2/5/10 auc are 0.964-0.986",
+}
+
+
+def read_table(path, caption):
+    """Header cells and data rows (tab-split) of the table whose caption starts with `caption`."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith(caption + ":")]
+    if len(starts) != 1:
+        raise ValueError(f"{path.name}: expected one caption {caption!r}, found {len(starts)}")
+    i = starts[0] + 1
+    while not lines[i].strip():
+        i += 1
+    header = lines[i].split("\t")
+    rows = []
+    for line in lines[i + 1:]:
+        if not line.strip():
+            break
+        cells = line.split("\t")
+        if len(cells) != len(header):
+            raise ValueError(f"{path.name}: {caption} row {cells[0]!r} has {len(cells)} cells")
+        rows.append(cells)
+    return header, rows
+
+
+def dataset_id(label):
+    name = label.lower()
+    if name not in DATASETS:
+        raise ValueError(f"unknown data set label {label!r}")
+    return name
+
+
+def strategy_id(label):
+    """Canonical strategy id and notes for a printed strategy label."""
+    notes = []
+    name = label.rstrip("*")
+    if name in MISPRINTS:
+        notes.append(f"label printed as {name!r} (misprint of {MISPRINTS[name]!r})")
+        name = MISPRINTS[name]
+    key = name.lower()
+    if key in STRATEGY_NOTES:
+        notes.append(STRATEGY_NOTES[key])
+    if key not in STRATEGIES:
+        notes.append(f"label {name!r} has no canonical strategy id; kept lower-cased")
+    return STRATEGIES.get(key, key), notes
+
+
+def value(cell):
+    """The printed number without a trailing '*' ('' if not run) and notes about the cell."""
+    if cell in NOT_RUN:
+        return "", [f"printed as {cell}"]
+    number = cell.rstrip("*")
+    float(number)  # raises on anything that is not a number
+    return number, ([f"value marked * ({STAR})"] if number != cell else [])
+
+
+def trials(dataset):
+    """Trials per data set as lu2023 states for both papers: 100 if n < 2000, else 10."""
+    return 10 if dataset in LARGE else 100
+
+
+def record(paper, table, row, dataset, strategy, mean, notes, metric="accuracy",
+           batch_size=1, sd="", n=None, scale="percent"):
+    return {
+        "paper": paper, "table": table, "row": row, "dataset": dataset,
+        "strategy": strategy, "batch_size": batch_size, "metric": metric, "mean": mean,
+        "sd": sd, "n": trials(dataset) if n is None else n, "scale": scale,
+        "aubc_variant": f"{paper}_code", "note": "; ".join(notes),
+    }
+
+
+def labelled(paper, table, label, column, cell, qs_cell, extra_notes):
+    """A BEST/WORST cell: the value with the strategy printed in the *_QS column."""
+    mean, notes = value(cell)
+    strategy, qs_notes = strategy_id(qs_cell)
+    notes = [column, *notes, *qs_notes]
+    if qs_cell.endswith("*"):
+        notes.append(f"{column}_QS printed as {qs_cell} ({STAR})")
+    if paper == "zhan2021" and strategy in {"coreset", "graph", "hier", "infodiv", "mcm"}:
+        notes.append("batch size not stated")
+    return record(paper, table, label, dataset_id(label), strategy, mean, notes + extra_notes)
+
+
+def lu2023_table1(papers):
+    _, rows = read_table(papers / LU2023, "Table 1")
+    out = []
+    for label, uniform, bso, avg, best, best_qs, worst, worst_qs in rows:
+        dataset = dataset_id(label)
+        for strategy, cell in (("uniform", uniform), ("bso", bso)):
+            mean, notes = value(cell)
+            out.append(record("lu2023", "Table 1", label, dataset, strategy, mean, notes))
+        mean, notes = value(avg)
+        notes = ["Avg: mean of the 17 query strategies' mean AUBC (Uniform and BSO excluded)",
+                 *notes]
+        out.append(record("lu2023", "Table 1", label, dataset, "avg-17", mean, notes))
+        out.append(labelled("lu2023", "Table 1", label, "BEST", best, best_qs, []))
+        out.append(labelled("lu2023", "Table 1", label, "WORST", worst, worst_qs, []))
+    return out
+
+
+def lu2023_table8(papers):
+    header, rows = read_table(papers / LU2023, "Table 8")
+    out = []
+    sides = (("zhan2021", "lu2023 Table 8",
+              ["[60]'s Table 3 as reported by lu2023 (left of the arrow)"]),
+             ("lu2023", "Table 8", ["right of the arrow"]))
+    for label, *cells in rows:
+        split = {name: cell.split(ARROW) for name, cell in zip(header[1:], cells)}
+        for side, (paper, table, side_note) in enumerate(sides):
+            for column, strategy in (("Uniform", "uniform"), ("BSO", "bso"), ("Avg", "avg-17")):
+                mean, notes = value(split[column][side])
+                if column == "Avg":
+                    notes = ["Avg column (mean of query strategies' mean AUBC)", *notes]
+                out.append(record(paper, table, label, dataset_id(label), strategy, mean,
+                                  notes + side_note))
+            for column in ("BEST", "WORST"):
+                out.append(labelled(paper, table, label, column, split[column][side],
+                                    split[column + "_QS"][side], side_note))
+    return out
+
+
+def lu2023_tables9_10(papers):
+    out = []
+    for table, strategy in (("Table 9", "uniform"), ("Table 10", "bso")):
+        _, rows = read_table(papers / LU2023, table)
+        for label, mean, sd, reported, alpha5, alpha1 in rows:
+            dataset = dataset_id(label)
+            out.append(record("lu2023", table, label, dataset, strategy, mean,
+                              [f"alpha5={alpha5};alpha1={alpha1}"], sd=sd))
+            out.append(record("zhan2021", f"lu2023 {table} col [60]", label, dataset, strategy,
+                              reported, ["as reported by lu2023 in column '[60] (%)'"]))
+    return out
+
+
+def zhan2021_tables5_7(papers):
+    out = []
+    for table, metric in ZHAN_METRICS.items():
+        header, rows = read_table(papers / ZHAN2021, table)
+        for label, *cells in rows:
+            if label == "best":
+                strategy, batch_size = "best", 1
+                row_notes = [BEST_NOTE]
+            else:
+                name, batch = re.fullmatch(r"(.+)-(\d+)", label).groups()
+                (strategy, row_notes), batch_size = strategy_id(name), int(batch)
+            for column, cell in zip(header[1:], cells):
+                dataset = dataset_id(column)
+                mean, notes = value(cell)
+                decimals = len(mean.partition(".")[2])
+                if decimals > 3:
+                    notes.append(f"printed with {decimals} decimals (the table otherwise has <= 3)")
+                if (table, label, dataset) in REMARKS:
+                    notes.append(REMARKS[table, label, dataset])
+                out.append(record("zhan2021", table, label, dataset, strategy, mean,
+                                  row_notes + notes, metric=metric, batch_size=batch_size,
+                                  n=100, scale="fraction"))
+    return out
+
+
+OUTPUTS = {
+    "lu2023_table1.csv": lu2023_table1,
+    "lu2023_table8.csv": lu2023_table8,
+    "lu2023_table9_10.csv": lu2023_tables9_10,
+    "zhan2021_tables5_7.csv": zhan2021_tables5_7,
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("papers", nargs="?", type=Path, default=REPO / ".." / "shared" / "papers")
+    parser.add_argument("--out", type=Path, default=HERE)
+    args = parser.parse_args()
+    for name, transcribe in OUTPUTS.items():
+        rows = transcribe(args.papers)
+        with open(args.out / name, "w", encoding="utf-8", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"{name}: {len(rows)} rows")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+import subprocess
+import sys
+
+import pytest
+
+from audit.references import COLUMNS, REFERENCE_DIR, load_references
+
+PAPERS = REFERENCE_DIR.parent.parent / "shared" / "papers"
+ROW_COUNTS = {
+    "lu2023_table1.csv": 130,
+    "lu2023_table8.csv": 260,
+    "lu2023_table9_10.csv": 92,
+    "zhan2021_tables5_7.csv": 2160,
+}
+
+
+def cell(table, paper, dataset, strategy, row=None, metric="accuracy", batch_size=None):
+    """The single reference of `table` matching the filters."""
+    found = [ref for ref in load_references(paper, dataset, strategy, metric, batch_size)
+             if ref.table == table and (row is None or ref.row == row)]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_every_file_parses_with_the_expected_row_count():
+    refs = load_references(metric=None)
+    counts = {name: sum(ref.source.startswith(f"reference_results/{name}:") for ref in refs)
+              for name in ROW_COUNTS}
+    assert counts == ROW_COUNTS
+    assert {p.name for p in REFERENCE_DIR.glob("*.csv")} == set(ROW_COUNTS)
+
+
+def test_values_in_range_and_consistent():
+    for ref in load_references(metric=None):
+        assert ref.mean is None or 0 <= ref.mean_fraction <= 1
+        assert ref.sd is None or ref.sd >= 0
+        assert ref.aubc_variant == f"{ref.paper}_code"
+        assert ref.scale == ("fraction" if ref.table in {"Table 5", "Table 6", "Table 7"}
+                             else "percent")
+        assert ref.mean is not None or "printed as" in ref.note
+
+
+@pytest.mark.parametrize("table, paper, dataset, strategy, mean, sd, n", [
+    ("Table 9", "lu2023", "sonar", "uniform", 74.63, 3.79, 100),
+    ("lu2023 Table 9 col [60]", "zhan2021", "sonar", "uniform", 61.7, None, 100),
+    ("Table 9", "lu2023", "phishing", "uniform", 93.82, 0.48, 10),
+    ("lu2023 Table 9 col [60]", "zhan2021", "spambase", "uniform", 68.5, None, 10),
+    ("Table 10", "lu2023", "ex8b", "bso", 93.76, 1.82, 100),
+    ("lu2023 Table 10 col [60]", "zhan2021", "checkerboard", "bso", 99.2, None, 100),
+    ("Table 1", "lu2023", "sonar", "us-c", 77.62, None, 100),
+    ("Table 1", "lu2023", "banana", "us-nc", 80.50, None, 10),
+    ("Table 1", "lu2023", "haberman", "bmdr", 73.19, None, 100),
+    ("Table 1", "lu2023", "spambase", "bso", None, None, 10),
+    ("lu2023 Table 8", "zhan2021", "sonar", "uniform", 62, None, 100),
+    ("lu2023 Table 8", "zhan2021", "sonar", "lal", 78, None, 100),
+    ("Table 8", "lu2023", "sonar", "uniform", 74.63, None, 100),
+    ("lu2023 Table 8", "zhan2021", "splice", "eer", 68, None, 100),
+    ("Table 8", "lu2023", "splice", "coreset", 75.18, None, 100),
+    ("lu2023 Table 8", "zhan2021", "heart", "dwus", 72, None, 100),
+    ("Table 8", "lu2023", "heart", "hintsvm", 80.39, None, 100),
+])
+def test_lu2023_cells_match_the_paper(table, paper, dataset, strategy, mean, sd, n):
+    ref = cell(table, paper, dataset, strategy)
+    assert (ref.mean, ref.sd, ref.n, ref.batch_size) == (mean, sd, n, 1)
+
+
+def test_lu2023_notes():
+    assert cell("Table 9", "lu2023", "parkinsons", "uniform").note == "alpha5=Out;alpha1=In"
+    best = cell("Table 1", "lu2023", "sonar", "us-c")
+    assert best.note.startswith("BEST") and "US-C*" in best.note
+    assert cell("Table 1", "lu2023", "sonar", "hintsvm").note == "WORST"
+    assert "value marked *" in cell("Table 1", "lu2023", "sonar", "uniform").note
+    assert "ore-Set" in cell("Table 8", "lu2023", "splice", "coreset").note
+
+
+@pytest.mark.parametrize("table, row, dataset, strategy, batch_size, mean", [
+    ("Table 5", "uniform-1", "sonar", "uniform", 1, 0.617),
+    ("Table 5", "quire-1", "ex8b", "quire", 1, 0.8964),
+    ("Table 5", "kcenter-5", "checkerboard", "coreset", 5, 0.981),
+    ("Table 5", "us-1", "german", "us-nc", 1, 0.742),
+    ("Table 5", "margin-2", "clean1", "margin", 2, 0.827),
+    ("Table 6", "uniform-1", "sonar", "uniform", 1, 0.64),
+    ("Table 6", "margin-10", "wine", "margin", 10, 0.985),
+    ("Table 6", "mcm-10", "appendicitis", "mcm", 10, 0.865),
+    ("Table 7", "dwus-1", "haberman", "dwus", 1, 0.191),
+    ("Table 7", "best", "german", "best", 1, 0.548),
+    ("Table 7", "hintSVM-1", "iris", "hintsvm", 1, None),
+])
+def test_zhan2021_cells_match_the_paper(table, row, dataset, strategy, batch_size, mean):
+    metric = {"Table 5": "accuracy", "Table 6": "roc_auc", "Table 7": "f1"}[table]
+    ref = cell(table, "zhan2021", dataset, strategy, row=row, metric=metric,
+               batch_size=batch_size)
+    assert (ref.mean, ref.sd, ref.n, ref.scale) == (mean, None, 100, "fraction")
+
+
+def test_mean_fraction_and_printed_digits():
+    assert cell("Table 1", "lu2023", "sonar", "us-c").mean_fraction == pytest.approx(0.7762)
+    assert cell("Table 5", "zhan2021", "sonar", "uniform", batch_size=1).mean_fraction == 0.617
+    table1 = (REFERENCE_DIR / "lu2023_table1.csv").read_text(encoding="utf-8")
+    assert "lu2023,Table 1,Sonar,sonar,bso,1,accuracy,88.40," in table1
+
+
+@pytest.mark.parametrize("line, problem", [
+    ("p,T,r,sonar,uniform,1,accuracy,150,,100,percent,v,", "outside the percent range"),
+    ("p,T,r,sonar,uniform,1,accuracy,0.5,-1,100,fraction,v,", "sd -1.0 is not >= 0"),
+    ("p,T,r,sonar,uniform,1,accuracy,abc,,100,fraction,v,", "could not convert"),
+    ("p,T,r,sonar,uniform,1,auc,0.5,,100,fraction,v,", "unknown metric"),
+    ("p,T,r,sonar,uniform,1,accuracy,0.5,,100,fraction,v", "12 cells"),
+])
+def test_bad_rows_are_reported_with_file_and_line(tmp_path, line, problem):
+    directory = tmp_path / "reference_results"
+    directory.mkdir()
+    good = "p,T,r,sonar,uniform,1,accuracy,0.5,,100,fraction,v,"
+    (directory / "bad.csv").write_text(f"{','.join(COLUMNS)}\n{good}\n{line}\n")
+    with pytest.raises(ValueError, match=r"^reference_results/bad\.csv:3: ") as err:
+        load_references(directory=directory)
+    assert problem in str(err.value)
+
+
+def test_transcription_reproduces_the_csv_files(tmp_path):
+    if not PAPERS.is_dir():
+        pytest.skip(f"paper texts not found at {PAPERS}")
+    script = REFERENCE_DIR / "transcribe.py"
+    subprocess.run([sys.executable, script, PAPERS, "--out", tmp_path], check=True,
+                   capture_output=True)
+    assert {p.name for p in tmp_path.glob("*.csv")} == set(ROW_COUNTS)
+    for name in ROW_COUNTS:
+        assert (tmp_path / name).read_bytes() == (REFERENCE_DIR / name).read_bytes(), name
