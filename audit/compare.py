@@ -65,10 +65,17 @@ class WelchResult:
     p: float
 
 
-def welch(mean1: float, sd1: float, n1: int, mean2: float, sd2: float, n2: int) -> WelchResult:
-    """Welch's unequal-variance t-test from summary statistics (sample SDs)."""
+def welch(mean1: float, sd1: float, n1: int, mean2: float, sd2: float, n2: int) -> WelchResult | None:
+    """Welch's unequal-variance t-test from summary statistics (sample SDs).
+
+    None when it is undefined: a group of fewer than two, or both SDs zero.
+    """
+    if n1 < 2 or n2 < 2:
+        return None
     v1, v2 = sd1**2 / n1, sd2**2 / n2
     se = math.sqrt(v1 + v2)
+    if se == 0:
+        return None
     t = (mean1 - mean2) / se
     df = (v1 + v2) ** 2 / (v1**2 / (n1 - 1) + v2**2 / (n2 - 1))
     return WelchResult(t, df, float(2 * stats.t.sf(abs(t), df)))

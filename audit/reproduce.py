@@ -104,7 +104,7 @@ def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialRe
         if ref.sd is not None and ref.n and ref.n > 1 and summary.n > 1:
             w = welch(summary.mean, float(np.std([r.aubc for r in ok], ddof=1)), summary.n,
                       published, ref.sd / (100 if ref.scale == "percent" else 1), ref.n)
-            cell["welch"] = {"t": w.t, "df": w.df, "p": w.p}
+            cell["welch"] = None if w is None else {"t": w.t, "df": w.df, "p": w.p}
     return cell
 
 

@@ -78,8 +78,8 @@ def make_split(protocol: Protocol, y: np.ndarray, trial_seed: int) -> TrialSplit
 def plan_seeds(protocol: Protocol, y: np.ndarray, n_trials: int | None = None) -> tuple[list[int], list[tuple[int, str]]]:
     """The trial seeds a replay uses (the first valid ones) and the seeds skipped, with reasons.
 
-    Seeds are tried from 0 up to the protocol's candidate range (or twice the number of
-    trials asked for, when that is larger).
+    Seeds are tried from 0 through the protocol's candidate range (lu2023: 0..149); only
+    when more trials are asked for than the range holds does it widen, to twice that number.
 
     Validity depends only on the seed, never on a strategy, so every strategy of a
     trial sees the same split.
@@ -88,7 +88,7 @@ def plan_seeds(protocol: Protocol, y: np.ndarray, n_trials: int | None = None) -
     wanted = wanted if n_trials is None else n_trials
     seeds: list[int] = []
     skipped: list[tuple[int, str]] = []
-    seed, last = 0, max(candidates, 2 * wanted)
+    seed, last = 0, candidates if wanted <= candidates else 2 * wanted
     while len(seeds) < wanted and seed < last:
         outcome = make_split(protocol, y, seed)
         if isinstance(outcome, str):

@@ -110,6 +110,7 @@ class Protocol:
         """Hash of every knob: results stored under one hash came from one protocol."""
         data = self.to_data()
         data.pop("title")
+        data.pop("path")
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def display(self, value: float) -> str:
@@ -120,6 +121,12 @@ class Protocol:
 def _choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
     if value not in allowed:
         raise AuditError(f"{what} must be one of {', '.join(allowed)}, not {value!r}")
+    return value
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise AuditError(f"{what} must be a positive integer, not {value!r}")
     return value
 
 
@@ -144,6 +151,11 @@ def _parse(data: dict[str, Any], path: Path) -> Protocol:
             raise AuditError("budget.size must be 'pool' or a positive integer")
         aubc = data["aubc"]
         get_variant(aubc["variant"])
+        _positive_int(budget["batch_size"], "budget.batch_size")
+        if aubc["sd_ddof"] not in (0, 1):
+            raise AuditError("aubc.sd_ddof must be 0 (population SD) or 1 (sample SD)")
+        for key, value in data["trials"].items():
+            _positive_int(value, f"trials.{key}")
         strategies = {
             sid: StrategySpec(
                 sid,
@@ -176,7 +188,7 @@ def _parse(data: dict[str, Any], path: Path) -> Protocol:
         )
     except KeyError as exc:
         raise AuditError(f"{path.name}: missing key {exc.args[0]!r}") from None
-    except TypeError as exc:
+    except (TypeError, ValueError, AttributeError) as exc:
         raise AuditError(f"{path.name}: {exc}") from None
 
 

@@ -1,0 +1,30 @@
+"""Strategies that misbehave on purpose, registered by tests to exercise error handling."""
+import numpy as np
+
+from adapters.base import QueryStrategy
+
+
+class FailsAtRound(QueryStrategy):
+    """Raises inside `query` on its third call, as a library failing mid-trial would."""
+
+    implements = "failing strategy"
+    param_defaults = {"fail_on_call": 3, "fail_seeds": (0,)}
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.calls = 0
+
+    def query(self, X, y, model, batch_size, candidates, rng):
+        self.calls += 1
+        if self.calls == self.params["fail_on_call"] and self.random_state in self.params["fail_seeds"]:
+            raise np.linalg.LinAlgError("Singular matrix (deliberate)")
+        return np.asarray(candidates[:batch_size])
+
+
+class ReturnsLabeled(QueryStrategy):
+    """Breaks the contract: returns an already labeled row."""
+
+    implements = "contract breaker"
+
+    def query(self, X, y, model, batch_size, candidates, rng):
+        return np.flatnonzero(y != -1)[:batch_size]

@@ -1,0 +1,150 @@
+"""The conformance suite every adapter passes (like scikit-learn's check_estimator).
+
+Adding a library is writing one adapter file and one registry line; this suite then
+runs against it without changes.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import adapters
+from adapters import MISSING, QueryStrategy
+from audit.errors import AuditError
+from audit.models import ModelSpec
+
+QUERY_MODEL = ModelSpec("lr", {"C": 1.0})
+AVAILABLE = [name for name in adapters.IMPLEMENTATIONS if adapters.unavailable_reason(name) is None]
+
+
+def pool(n=60, n_labeled=10, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    y_true = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.int64)
+    y = np.full(n, MISSING, dtype=np.int64)
+    labeled = np.concatenate([np.flatnonzero(y_true == 0)[:n_labeled // 2], np.flatnonzero(y_true == 1)[:n_labeled // 2]])
+    y[labeled] = y_true[labeled]
+    return X, y, y_true
+
+
+def make(name: str, seed: int = 0) -> QueryStrategy:
+    cls = adapters.strategy_class(name)
+    return cls(query_model=QUERY_MODEL if cls.model_use == "own" else None, random_state=seed)
+
+
+def fitted_model(cls, X, y):
+    if cls.model_use != "fitted":
+        return None
+    labeled = y != MISSING
+    return QUERY_MODEL.build(0).fit(X[labeled], y[labeled])
+
+
+def ask(strategy, X, y, batch=1, candidates=None, seed=0):
+    candidates = np.flatnonzero(y == MISSING) if candidates is None else candidates
+    return np.asarray(strategy.query(X, y, fitted_model(type(strategy), X, y), batch, candidates,
+                                     np.random.default_rng(seed)))
+
+
+def test_registry_has_the_slice_strategies():
+    assert {"native.uniform", "native.margin", "libact.uncertainty"} <= set(AVAILABLE)
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_describes_itself(name):
+    cls = adapters.strategy_class(name)
+    assert issubclass(cls, QueryStrategy)
+    assert cls.model_use in ("none", "fitted", "own")
+    assert cls.implements and cls.library_version()
+    strategy = make(name)
+    assert set(cls.param_defaults) <= set(strategy.get_params())
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_rejects_parameters_it_would_ignore(name):
+    cls = adapters.strategy_class(name)
+    with pytest.raises(AuditError, match="does not use parameter"):
+        cls(query_model=QUERY_MODEL, cl=1.0, ch=1.0)
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_returns_one_unlabeled_candidate(name):
+    X, y, _ = pool()
+    picked = ask(make(name), X, y)
+    assert picked.shape == (1,) and np.issubdtype(picked.dtype, np.integer)
+    assert y[picked[0]] == MISSING
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_is_deterministic_for_a_seed(name):
+    X, y, _ = pool()
+    assert ask(make(name, 3), X, y, seed=3).tolist() == ask(make(name, 3), X, y, seed=3).tolist()
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_follows_labels_revealed_between_calls(name):
+    """A strategy reused across rounds sees the labels added since its last call."""
+    X, y, y_true = pool()
+    strategy = make(name)
+    for _ in range(5):
+        (picked,) = ask(strategy, X, y)
+        assert y[picked] == MISSING
+        y = y.copy()
+        y[picked] = y_true[picked]
+
+
+@pytest.mark.parametrize("name", [n for n in AVAILABLE if adapters.strategy_class(n).batch])
+def test_batch_queries_are_distinct_candidates_within_the_given_subset(name):
+    X, y, _ = pool()
+    candidates = np.flatnonzero(y == MISSING)[::2]
+    picked = ask(make(name), X, y, batch=5, candidates=candidates)
+    assert len(set(picked.tolist())) == 5 and set(picked.tolist()) <= set(candidates.tolist())
+
+
+def test_margin_picks_the_candidate_closest_to_the_boundary():
+    X, y, _ = pool()
+    model = QUERY_MODEL.build(0).fit(X[y != MISSING], y[y != MISSING])
+    candidates = np.flatnonzero(y == MISSING)
+    picked = adapters.strategy_class("native.margin")().query(X, y, model, 3, candidates, np.random.default_rng(0))
+    expected = candidates[np.argsort(np.abs(model.decision_function(X[candidates])))[:3]]
+    assert picked.tolist() == expected.tolist()
+
+
+def test_uniform_orders():
+    X, y, _ = pool()
+    candidates = np.flatnonzero(y == MISSING)
+    uniform = adapters.strategy_class("native.uniform")
+    assert uniform(order="pool").query(X, y, None, 4, candidates, None).tolist() == candidates[:4].tolist()
+    drawn = uniform(order="random").query(X, y, None, 4, candidates, np.random.default_rng(1))
+    assert drawn.tolist() != candidates[:4].tolist() and set(drawn) <= set(candidates)
+    with pytest.raises(AuditError):
+        uniform(order="sideways")
+
+
+def test_libact_uncertainty_is_entropy_argmax_of_its_own_lr():
+    """libact trains LR(C=0.1) itself; its pick is the unlabeled row of maximal entropy."""
+    from sklearn.linear_model import LogisticRegression
+
+    X, y, _ = pool()
+    cls = adapters.strategy_class("libact.uncertainty")
+    strategy = cls(query_model=ModelSpec("lr", {"C": 0.1}), method="entropy")
+    (picked,) = strategy.query(X, y, None, 1, np.flatnonzero(y == MISSING), None)
+    lr = LogisticRegression(C=0.1).fit(X[y != MISSING], y[y != MISSING])
+    unlabeled = np.flatnonzero(y == MISSING)
+    p = lr.predict_proba(X[unlabeled])
+    assert picked == unlabeled[np.argmax(-(p * np.log(p)).sum(axis=1))]
+
+
+def test_libact_refuses_batches_and_partial_candidate_sets():
+    from audit.errors import StrategyError
+
+    X, y, _ = pool()
+    strategy = make("libact.uncertainty")
+    with pytest.raises(StrategyError, match="one example at a time"):
+        ask(strategy, X, y, batch=2)
+    with pytest.raises(StrategyError, match="every unlabeled row"):
+        ask(strategy, X, y, candidates=np.flatnonzero(y == MISSING)[:5])
+
+
+def test_unknown_implementation():
+    with pytest.raises(AuditError, match="unknown implementation 'nope.x'"):
+        adapters.strategy_class("nope.x")

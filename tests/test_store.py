@@ -1,0 +1,117 @@
+"""The SQLite store: atomic trials, no duplicates, resume after a kill."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from audit.reproduce import ReproduceRequest, reproduce
+from audit.runner import run_trial
+from audit.store import ResultStore, fingerprint_details
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_save_is_atomic_and_a_second_save_is_ignored(tmp_path, lu2023, sonar):
+    store = ResultStore(tmp_path / "s.sqlite")
+    fp = store.register(fingerprint_details(lu2023))
+    result = run_trial(lu2023, "sonar", sonar.X, sonar.y, "uniform", 0)
+    assert store.save(result, fp) is True
+    assert store.save(result, fp) is False
+    assert store.count() == 1
+    (back,) = store.trials("lu2023", "sonar", "uniform", fp)
+    assert back.aubc == result.aubc and back.rounds == result.rounds and back.query_hash == result.query_hash
+    assert store.finished_seeds("lu2023", "sonar", "uniform", fp) == {0}
+    assert store.finished_seeds("lu2023", "sonar", "uniform", "other-fingerprint") == set()
+
+
+def test_a_failed_transaction_leaves_no_partial_trial(tmp_path, lu2023, sonar):
+    store = ResultStore(tmp_path / "s.sqlite")
+    fp = store.register(fingerprint_details(lu2023))
+    result = run_trial(lu2023, "sonar", sonar.X, sonar.y, "uniform", 0)
+    result.rounds.append(result.rounds[-1])  # duplicate (trial, round) key: the rounds insert fails
+    with pytest.raises(sqlite3.IntegrityError):
+        store.save(result, fp)
+    assert store.count() == 0
+    assert store._db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0] == 0
+
+
+def test_fingerprint_changes_with_protocol_and_versions(lu2023):
+    import dataclasses
+
+    from audit.store import fingerprint_of
+
+    base = fingerprint_details(lu2023)
+    other = fingerprint_details(dataclasses.replace(lu2023, batch_size=2))
+    assert fingerprint_of(base) != fingerprint_of(other)
+    bumped = json.loads(json.dumps(base))
+    bumped["versions"]["scikit-learn"] = "0.0"
+    assert fingerprint_of(bumped) != fingerprint_of(base)
+
+
+def test_rerun_reuses_finished_trials(tmp_path, sonar):
+    request = ReproduceRequest("lu2023", "sonar", ["uniform", "us-c"], trials=3, store=tmp_path / "s.sqlite",
+                               out=tmp_path / "r", progress=False)
+    first = reproduce(request, log=lambda _: None)
+    second = reproduce(request, log=lambda _: None)
+    assert (first.ran, first.reused) == (6, 0)
+    assert (second.ran, second.reused) == (0, 6)
+    assert second.report["strategies"] == first.report["strategies"]
+    more = reproduce(ReproduceRequest(**{**request.__dict__, "trials": 4}), log=lambda _: None)
+    assert (more.ran, more.reused) == (2, 6)
+
+
+def _stored(path: Path) -> list[tuple]:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT strategy, trial_seed, aubc, query_hash FROM trials ORDER BY strategy, trial_seed").fetchall()
+    except sqlite3.OperationalError:  # the schema is not written yet
+        return []
+    finally:
+        db.close()
+
+
+def test_killed_run_resumes_without_loss_or_duplicates(tmp_path, sonar):
+    """SIGKILL a real `audit reproduce` mid-run; the rerun completes the same trials exactly once."""
+    store = tmp_path / "killed.sqlite"
+    out = tmp_path / "report"
+    cmd = [sys.executable, "-m", "audit.cli", "reproduce", "lu2023", "--dataset", "sonar", "--strategies", "us-c",
+           "--trials", "12", "--jobs", "2", "--store", str(store), "--out", str(out), "--no-progress"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            if store.exists() and len(_stored(store)) >= 3:
+                break
+            assert proc.poll() is None, "the run finished before it could be killed"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and its workers, mid-run
+    finally:
+        proc.wait(timeout=30)
+    partial = _stored(store)
+    assert 3 <= len(partial) < 12
+    assert not out.exists()  # no half-written report
+
+    resumed = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(partial)} finished trials found" in resumed.stderr
+    final = _stored(store)
+    assert len(final) == 12 and len({row[1] for row in final}) == 12
+    assert set(partial) <= set(final)  # nothing finished was lost or recomputed differently
+
+    clean_store = tmp_path / "clean.sqlite"
+    clean = cmd[:]
+    clean[clean.index(str(store))] = str(clean_store)
+    clean[clean.index("2")] = "1"  # --jobs 1
+    subprocess.run(clean, cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    assert _stored(clean_store) == final  # same AUBC and query sequence per seed, killed or not
+    report = json.loads((out / "report.json").read_text())
+    assert report["strategies"][0]["n_trials"] == 12
