@@ -21,6 +21,7 @@ import argparse
 import os
 import platform
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -83,6 +84,94 @@ def plain_trial(X: np.ndarray, y: np.ndarray, split, strategy: str) -> list[floa
 
 def plain_aubc(accuracies: list[float]) -> float:
     return get_variant("lu2023_code")(accuracies, list(range(len(accuracies))))
+
+
+# --- machine load: this benchmark's CPU against everyone else's ------------------------
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _machine_busy() -> float:
+    """CPU-seconds the whole machine has spent busy since boot (all cores)."""
+    with open("/proc/stat") as f:
+        user, nice, system, idle, iowait, irq, softirq, steal, *_ = (int(v) for v in f.readline().split()[1:])
+    return (user + nice + system + irq + softirq + steal) / _TICK
+
+
+def _descendants_cpu() -> dict[int, float]:
+    """{pid: CPU-seconds} of every live descendant of this process (workers, forkserver)."""
+    parent, cpu = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        parent[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / _TICK
+    me, mine = os.getpid(), {}
+    for pid in cpu:
+        p, hops = parent.get(pid), 0
+        while p and hops < 32:
+            if p == me:
+                mine[pid] = cpu[pid]
+                break
+            p, hops = parent.get(p), hops + 1
+    return mine
+
+
+class CpuMonitor:
+    """CPU used during a block by this process and its descendants ("own") and by every
+    other process on the machine ("foreign"): the machine is shared, and a foreign load
+    skews wall times. Descendants are sampled every 50 ms while they live."""
+
+    def __init__(self) -> None:
+        self.own = self.foreign = self.wall = 0.0
+
+    def __enter__(self) -> "CpuMonitor":
+        self._stop = threading.Event()
+        self._base = _descendants_cpu()
+        self._last = dict(self._base)
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._busy0, self._self0 = _machine_busy(), self._self_cpu()
+        self._t0 = time.perf_counter()
+        self._thread.start()
+        return self
+
+    @staticmethod
+    def _self_cpu() -> float:
+        t = os.times()
+        return t.user + t.system
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            self._last.update(_descendants_cpu())
+
+    def __exit__(self, *exc) -> None:
+        self.wall = time.perf_counter() - self._t0
+        self._last.update(_descendants_cpu())
+        self._stop.set()
+        self._thread.join()
+        children = sum(v - self._base.get(pid, 0.0) for pid, v in self._last.items())
+        self.own = self._self_cpu() - self._self0 + children
+        self.foreign = max(0.0, _machine_busy() - self._busy0 - self.own)
+
+    @property
+    def foreign_cores(self) -> float:
+        return self.foreign / self.wall if self.wall else 0.0
+
+
+def wait_for_quiet(max_wait: float, threshold: float = 0.15) -> float:
+    """Wait (up to max_wait s) until other processes use < threshold cores; the last load seen."""
+    deadline = time.perf_counter() + max_wait
+    while True:
+        with CpuMonitor() as m:
+            time.sleep(1.0)
+        if m.foreign_cores < threshold or time.perf_counter() >= deadline:
+            return m.foreign_cores
 
 
 # --- measurements ------------------------------------------------------------------------
