@@ -1,8 +1,9 @@
 """Adapters: every query strategy behind one interface (:class:`adapters.base.QueryStrategy`).
 
-Implementations are named ``library.name`` in protocols; this registry maps a name to
-its adapter class and imports the adapter module (and so the library) only on demand,
-so a library that is missing makes its strategies unavailable, not the tool.
+Protocols name implementations ``library.name``. Each adapter module
+(``adapters/<library>.py``) lists its strategies in a module-level ``STRATEGIES`` dict;
+this registry imports a module (and so its library) only on demand, so a library that is
+missing or broken makes its strategies unavailable, not the tool.
 """
 from __future__ import annotations
 
@@ -11,27 +12,44 @@ import importlib
 from adapters.base import MISSING, QueryStrategy
 from audit.errors import AuditError
 
-IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
-    "native.uniform": ("adapters.native", "Uniform"),
-    "native.margin": ("adapters.native", "Margin"),
-    "libact.uncertainty": ("adapters.libact", "Uncertainty"),
+LIBRARIES: dict[str, str] = {
+    "native": "adapters.native",
+    "libact": "adapters.libact",
 }
 
-__all__ = ["IMPLEMENTATIONS", "MISSING", "QueryStrategy", "strategy_class", "unavailable_reason"]
+__all__ = ["LIBRARIES", "MISSING", "QueryStrategy", "implementations", "strategy_class", "unavailable_reason"]
+
+
+def _module(library: str):
+    try:
+        module_name = LIBRARIES[library]
+    except KeyError:
+        raise AuditError(f"unknown library '{library}'; known: {', '.join(sorted(LIBRARIES))}") from None
+    try:
+        return importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or a library that breaks while importing
+        raise AuditError(f"{library} cannot be imported here: {type(exc).__name__}: {exc}") from None
+
+
+def implementations() -> list[str]:
+    """Every registered implementation name whose adapter module imports."""
+    names = []
+    for library in LIBRARIES:
+        try:
+            names += [f"{library}.{name}" for name in _module(library).STRATEGIES]
+        except AuditError:
+            continue
+    return names
 
 
 def strategy_class(implementation: str) -> type[QueryStrategy]:
-    try:
-        module_name, class_name = IMPLEMENTATIONS[implementation]
-    except KeyError:
+    library, _, name = implementation.partition(".")
+    strategies = _module(library).STRATEGIES if library in LIBRARIES else {}
+    if name not in strategies:
         raise AuditError(
-            f"unknown implementation '{implementation}'; known: {', '.join(sorted(IMPLEMENTATIONS))}"
-        ) from None
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise AuditError(f"{implementation} is unavailable: {exc}") from None
-    return getattr(module, class_name)
+            f"unknown implementation '{implementation}'; known: {', '.join(sorted(implementations()))}"
+        )
+    return strategies[name]
 
 
 def unavailable_reason(implementation: str) -> str | None:

@@ -86,3 +86,6 @@ class Uncertainty(LibactStrategy):
         return UncertaintySampling(
             dataset, model=libact_model(self.query_model, self.random_state), method=self.params["method"]
         )
+
+
+STRATEGIES: dict[str, type[QueryStrategy]] = {"uncertainty": Uncertainty}

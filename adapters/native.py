@@ -44,3 +44,6 @@ class Margin(QueryStrategy):
     def query(self, X, y, model, batch_size, candidates, rng):
         scores = margin_scores(model, X[candidates])
         return np.asarray(candidates)[np.argsort(scores, kind="stable")[:batch_size]]
+
+
+STRATEGIES: dict[str, type[QueryStrategy]] = {"uniform": Uniform, "margin": Margin}

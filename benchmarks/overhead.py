@@ -23,6 +23,7 @@ import platform
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 # Runnable as `python benchmarks/overhead.py` from the repository root.
@@ -94,7 +95,7 @@ _TICK = os.sysconf("SC_CLK_TCK")
 def _machine_busy() -> float:
     """CPU-seconds the whole machine has spent busy since boot (all cores)."""
     with open("/proc/stat") as f:
-        user, nice, system, idle, iowait, irq, softirq, steal, *_ = (int(v) for v in f.readline().split()[1:])
+        user, nice, system, _idle, _iowait, irq, softirq, steal, *_ = (int(v) for v in f.readline().split()[1:])
     return (user + nice + system + irq + softirq + steal) / _TICK
 
 
@@ -128,17 +129,19 @@ class CpuMonitor:
     other process on the machine ("foreign"): the machine is shared, and a foreign load
     skews wall times. Descendants are sampled every 50 ms while they live."""
 
-    def __init__(self) -> None:
+    def __init__(self, children: bool = False) -> None:
+        self.children = children  # sample descendants (off for in-process work: no GIL noise)
         self.own = self.foreign = self.wall = 0.0
 
-    def __enter__(self) -> "CpuMonitor":
+    def __enter__(self) -> CpuMonitor:
         self._stop = threading.Event()
-        self._base = _descendants_cpu()
+        self._base = _descendants_cpu() if self.children else {}
         self._last = dict(self._base)
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._busy0, self._self0 = _machine_busy(), self._self_cpu()
         self._t0 = time.perf_counter()
-        self._thread.start()
+        if self.children:
+            self._thread.start()
         return self
 
     @staticmethod
@@ -152,9 +155,10 @@ class CpuMonitor:
 
     def __exit__(self, *exc) -> None:
         self.wall = time.perf_counter() - self._t0
-        self._last.update(_descendants_cpu())
-        self._stop.set()
-        self._thread.join()
+        if self.children:
+            self._last.update(_descendants_cpu())
+            self._stop.set()
+            self._thread.join()
         children = sum(v - self._base.get(pid, 0.0) for pid, v in self._last.items())
         self.own = self._self_cpu() - self._self0 + children
         self.foreign = max(0.0, _machine_busy() - self._busy0 - self.own)
@@ -176,42 +180,61 @@ def wait_for_quiet(max_wait: float, threshold: float = 0.15) -> float:
 
 # --- measurements ------------------------------------------------------------------------
 
-def time_engine(protocol, X, y, strategy, seeds) -> tuple[float, dict[int, float]]:
-    t0 = time.perf_counter()
-    results = [run_trial(protocol, DATASET, X, y, strategy, s) for s in seeds]
-    elapsed = time.perf_counter() - t0
+@dataclass
+class Measure:
+    wall: float  # seconds
+    cpu: float  # CPU-seconds of this process and its descendants
+    foreign: float  # cores used by other processes meanwhile
+
+    @classmethod
+    def of(cls, m: CpuMonitor) -> Measure:
+        return cls(m.wall, m.own, m.foreign_cores)
+
+    def __str__(self) -> str:
+        return f"{self.wall:.3f}s (cpu {self.cpu:.3f}, other load {self.foreign:.2f})"
+
+
+def time_engine(protocol, X, y, strategy, seeds) -> tuple[Measure, dict[int, float]]:
+    with CpuMonitor() as m:
+        results = [run_trial(protocol, DATASET, X, y, strategy, s) for s in seeds]
     bad = [r for r in results if r.status != "ok"]
     assert not bad, f"engine trial failed: {bad[0].error}"
-    return elapsed, {r.trial_seed: r.aubc for r in results}
+    return Measure.of(m), {r.trial_seed: r.aubc for r in results}
 
 
-def time_plain(X, y, splits, strategy) -> tuple[float, dict[int, float]]:
-    t0 = time.perf_counter()
-    with threadpool_limits(1):
-        curves = {seed: plain_trial(X, y, split, strategy) for seed, split in splits.items()}
-    elapsed = time.perf_counter() - t0
-    return elapsed, {seed: plain_aubc(c) for seed, c in curves.items()}
+def time_plain(X, y, splits, strategy) -> tuple[Measure, dict[int, float]]:
+    with CpuMonitor() as m:
+        with threadpool_limits(1):
+            curves = {seed: plain_trial(X, y, split, strategy) for seed, split in splits.items()}
+    return Measure.of(m), {seed: plain_aubc(c) for seed, c in curves.items()}
 
 
-def time_jobs(tasks, jobs) -> tuple[float, dict[tuple[str, int], float]]:
-    t0 = time.perf_counter()
-    results = list(run_tasks(tasks, jobs=jobs))
-    elapsed = time.perf_counter() - t0
+def time_jobs(tasks, jobs) -> tuple[Measure, dict[tuple[str, int], float]]:
+    with CpuMonitor(children=jobs > 1) as m:
+        results = list(run_tasks(tasks, jobs=jobs))
     bad = [r for r in results if r.status != "ok"]
     assert not bad, f"trial failed with jobs={jobs}: {bad[0].error}"
     assert len(results) == len(tasks)
-    return elapsed, {(r.strategy, r.trial_seed): r.aubc for r in results}
+    return Measure.of(m), {(r.strategy, r.trial_seed): r.aubc for r in results}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=20, help="trials per strategy for part 1 (default 20)")
-    ap.add_argument("--repeats", type=int, default=3, help="repeats per measurement, minimum kept (default 3)")
+    ap.add_argument("--repeats", type=int, default=3, help="repeats per part-1 measurement, minimum kept (default 3)")
     ap.add_argument("--jobs-trials", default="20,40",
                     help="comma-separated trials per strategy for the --jobs comparison (default 20,40)")
+    ap.add_argument("--jobs-repeats", type=int, default=1, help="repeats per part-2 measurement, minimum kept")
+    ap.add_argument("--quiet-wait", type=float, default=30.0,
+                    help="before each measurement, wait up to this many seconds for other processes "
+                         "to go quiet (default 30; 0: do not wait)")
     ap.add_argument("--skip-engine", action="store_true", help="skip part 1")
     ap.add_argument("--skip-jobs", action="store_true", help="skip part 2")
     args = ap.parse_args(argv)
+
+    def settle() -> None:
+        if args.quiet_wait > 0:
+            wait_for_quiet(args.quiet_wait)
 
     protocol = load_protocol(PROTOCOL)
     data = load_dataset(DATASET)
@@ -226,73 +249,98 @@ def main(argv=None) -> int:
     }
     print(f"machine: {machine['processor']}, {machine['cpus']} CPUs; Python {machine['python']}, "
           f"scikit-learn {machine['sklearn']}, numpy {machine['numpy']}")
+    print("'other load' = cores used by other processes during a measurement (the machine may be shared);"
+          " wall times taken under load > 0.1 are not reliable, CPU times less affected")
 
     engine_rows = []
     if not args.skip_engine:
-        seeds, skipped = plan_seeds(protocol, y, args.trials)
+        seeds, _ = plan_seeds(protocol, y, args.trials)
         assert len(seeds) == args.trials, f"only {len(seeds)} valid seeds"
         splits = {s: make_split(protocol, y, s) for s in seeds}  # not timed: the split is not the point
         print(f"\n== 1. engine vs plain scikit-learn loop: {DATASET}, {PROTOCOL}, {len(seeds)} trials "
               f"(seeds {seeds[0]}..{seeds[-1]}), {args.repeats} repeats, minimum kept")
-        # warm-up: one trial of each kind for each strategy (imports, libsvm, caches)
+        # warm-up: one trial of each kind for each strategy (lazy imports, libsvm, caches)
         for strategy in STRATEGIES:
             time_engine(protocol, X, y, strategy, seeds[:1])
             time_plain(X, y, {seeds[0]: splits[seeds[0]]}, strategy)
         for strategy in STRATEGIES:
-            engine_times, plain_times = [], []
-            engine_aubc = plain_aubc_ = None
-            for _ in range(args.repeats):  # alternate to spread any drift over both
-                t, engine_aubc = time_engine(protocol, X, y, strategy, seeds)
-                engine_times.append(t)
-                t, plain_aubc_ = time_plain(X, y, splits, strategy)
-                plain_times.append(t)
-            mismatched = [s for s in seeds if engine_aubc[s] != plain_aubc_[s]]
-            assert not mismatched, (
-                f"{strategy}: plain loop AUBC differs from the engine for seeds {mismatched}: "
-                + ", ".join(f"{s}: {engine_aubc[s]} vs {plain_aubc_[s]}" for s in mismatched[:5]))
-            engine_s, plain_s = min(engine_times), min(plain_times)
-            ratio = engine_s / plain_s
-            engine_rows.append((strategy, len(seeds), engine_s, plain_s, ratio))
-            print(f"{strategy:8s} AUBC identical for all {len(seeds)} seeds "
+            engine_runs, plain_runs = [], []
+            for _ in range(args.repeats):  # alternate, to spread any drift over both
+                settle()
+                m, engine_aubc = time_engine(protocol, X, y, strategy, seeds)
+                engine_runs.append(m)
+                settle()
+                m, plain_aubc_ = time_plain(X, y, splits, strategy)
+                plain_runs.append(m)
+                mismatched = [s for s in seeds if engine_aubc[s] != plain_aubc_[s]]
+                assert not mismatched, (
+                    f"{strategy}: plain loop AUBC differs from the engine for seeds {mismatched}: "
+                    + ", ".join(f"{s}: {engine_aubc[s]} vs {plain_aubc_[s]}" for s in mismatched[:5]))
+            e_wall, p_wall = min(r.wall for r in engine_runs), min(r.wall for r in plain_runs)
+            e_cpu, p_cpu = min(r.cpu for r in engine_runs), min(r.cpu for r in plain_runs)
+            load = max(r.foreign for r in engine_runs + plain_runs)
+            ratio, cpu_ratio = e_wall / p_wall, e_cpu / p_cpu
+            engine_rows.append((strategy, len(seeds), e_wall, p_wall, ratio, cpu_ratio, load))
+            print(f"{strategy:8s} per-trial AUBC identical for all {len(seeds)} seeds "
                   f"(mean {100 * np.mean(list(engine_aubc.values())):.2f})")
-            print(f"{strategy:8s} engine {engine_s:7.3f} s   plain {plain_s:7.3f} s   "
-                  f"ratio {ratio:.3f} (target <= {ENGINE_TARGET})  {'OK' if ratio <= ENGINE_TARGET else 'MISSED'}"
-                  f"   [engine runs {', '.join(f'{t:.3f}' for t in engine_times)};"
-                  f" plain runs {', '.join(f'{t:.3f}' for t in plain_times)}]")
+            print(f"{strategy:8s} engine {e_wall:7.3f} s   plain {p_wall:7.3f} s   ratio {ratio:.3f} "
+                  f"(target <= {ENGINE_TARGET})  {'OK' if ratio <= ENGINE_TARGET else 'MISSED'}"
+                  f"   | CPU: engine {e_cpu:.3f}  plain {p_cpu:.3f}  ratio {cpu_ratio:.3f}")
+            for i, (e, p) in enumerate(zip(engine_runs, plain_runs), 1):
+                print(f"           run {i}: engine {e}   plain {p}")
 
     jobs_rows = []
     if not args.skip_jobs:
         counts = [int(c) for c in args.jobs_trials.split(",") if c.strip()]
-        print(f"\n== 2. run_tasks jobs=1 vs jobs=2: {DATASET}, {PROTOCOL}, {', '.join(STRATEGIES)}")
+        print(f"\n== 2. run_tasks jobs=1 vs jobs=2: {DATASET}, {PROTOCOL}, {' + '.join(STRATEGIES)}; "
+              f"wall includes worker start-up (forkserver, imports)")
         for n in counts:
             seeds, _ = plan_seeds(protocol, y, n)
             assert len(seeds) == n, f"only {len(seeds)} valid seeds for {n} trials"
             tasks = [TrialTask(protocol, DATASET, None, sid, s) for sid in STRATEGIES for s in seeds]
-            t1, r1 = time_jobs(tasks, 1)
-            t2, r2 = time_jobs(tasks, 2)
-            assert r1 == r2, "results differ between jobs=1 and jobs=2: " + ", ".join(
-                f"{k}: {r1.get(k)} vs {r2.get(k)}" for k in sorted(set(r1) | set(r2)) if r1.get(k) != r2.get(k))
-            speedup = t1 / t2
-            jobs_rows.append((n, len(tasks), t1, t2, speedup))
-            print(f"{n} trials per strategy ({len(tasks)} tasks): jobs=1 {t1:7.3f} s   jobs=2 {t2:7.3f} s   "
+            runs: dict[int, list[Measure]] = {1: [], 2: []}
+            reference = None
+            for _ in range(args.jobs_repeats):
+                for jobs in (1, 2):
+                    settle()
+                    m, results = time_jobs(tasks, jobs)
+                    runs[jobs].append(m)
+                    if reference is None:
+                        reference = results
+                    assert results == reference, f"results differ with jobs={jobs}: " + ", ".join(
+                        f"{k}: {reference.get(k)} vs {results.get(k)}"
+                        for k in sorted(set(reference) | set(results)) if reference.get(k) != results.get(k))
+            m1, m2 = (min(runs[j], key=lambda r: r.wall) for j in (1, 2))
+            speedup = m1.wall / m2.wall
+            # if the machine were quiet and the work split evenly, jobs=2 would take about cpu2 / 2
+            cpu_estimate = m1.cpu / (m2.cpu / 2)
+            load = max(r.foreign for r in runs[1] + runs[2])
+            jobs_rows.append((n, len(tasks), m1.wall, m2.wall, speedup, m1.cpu, m2.cpu, cpu_estimate, load))
+            print(f"{n} trials per strategy ({len(tasks)} tasks): jobs=1 {m1.wall:7.3f} s   jobs=2 {m2.wall:7.3f} s   "
                   f"speed-up {speedup:.2f} (target >= {SPEEDUP_TARGET})  "
                   f"{'OK' if speedup >= SPEEDUP_TARGET else 'MISSED'}   results identical")
+            print(f"    jobs=1 {m1}   jobs=2 {m2}")
+            print(f"    jobs=2 spends {m2.cpu - m1.cpu:+.2f} CPU-s more than jobs=1 (worker start-up, per-worker "
+                  f"first-trial cost); excess wall over a perfect halving {m2.wall - m1.wall / 2:.2f} s; "
+                  f"speed-up estimated from CPU (quiet machine) {cpu_estimate:.2f}")
 
     print("\n== 3. Markdown\n")
     print(f"Machine: {machine['processor']}, {machine['cpus']} CPUs (`os.cpu_count()`); "
           f"Python {machine['python']}, scikit-learn {machine['sklearn']}, numpy {machine['numpy']}. "
-          f"Data set {DATASET}, protocol {PROTOCOL} (SVC rbf, whole pool queried one at a time).\n")
+          f"Data set {DATASET}, protocol {PROTOCOL} (RBF SVC, the whole pool queried one label at a time). "
+          f"\"Other load\": cores used by other processes during the measurement.\n")
     if engine_rows:
-        print("| Strategy | Trials | Engine (s) | Plain sklearn loop (s) | Engine / plain |")
-        print("|---|---:|---:|---:|---:|")
-        for strategy, n, e, p, r in engine_rows:
-            print(f"| {strategy} | {n} | {e:.2f} | {p:.2f} | {r:.2f} |")
+        print("| Strategy | Trials | Engine (s) | Plain sklearn loop (s) | Engine / plain | Engine / plain (CPU) | Other load |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for strategy, n, e, p, r, cr, load in engine_rows:
+            print(f"| {strategy} | {n} | {e:.2f} | {p:.2f} | {r:.2f} | {cr:.2f} | {load:.2f} |")
         print()
     if jobs_rows:
-        print("| Trials per strategy | Tasks | `--jobs 1` (s) | `--jobs 2` (s) | Speed-up |")
-        print("|---:|---:|---:|---:|---:|")
-        for n, nt, t1, t2, s in jobs_rows:
-            print(f"| {n} | {nt} | {t1:.2f} | {t2:.2f} | {s:.2f} |")
+        print("| Trials per strategy | Tasks | `--jobs 1` (s) | `--jobs 2` (s) | Speed-up | CPU-s jobs 1 / jobs 2 "
+              "| Speed-up from CPU | Other load |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for n, nt, t1, t2, s, c1, c2, ce, load in jobs_rows:
+            print(f"| {n} | {nt} | {t1:.2f} | {t2:.2f} | {s:.2f} | {c1:.1f} / {c2:.1f} | {ce:.2f} | {load:.2f} |")
     return 0
 
 

@@ -42,10 +42,8 @@ def protocol_file(tmp_path):
 
 @pytest.fixture
 def test_strategies(monkeypatch):
-    """Register the misbehaving strategies of tests/strategies_for_tests.py."""
-    monkeypatch.setitem(adapters.IMPLEMENTATIONS, "test.fails", ("tests.strategies_for_tests", "FailsAtRound"))
-    monkeypatch.setitem(adapters.IMPLEMENTATIONS, "test.returns-labeled",
-                        ("tests.strategies_for_tests", "ReturnsLabeled"))
+    """Register the misbehaving strategies of tests/strategies_for_tests.py as library "test"."""
+    monkeypatch.setitem(adapters.LIBRARIES, "test", "tests.strategies_for_tests")
 
 
 def with_split(protocol, **changes):

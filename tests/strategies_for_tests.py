@@ -28,3 +28,6 @@ class ReturnsLabeled(QueryStrategy):
 
     def query(self, X, y, model, batch_size, candidates, rng):
         return np.flatnonzero(y != -1)[:batch_size]
+
+
+STRATEGIES = {"fails": FailsAtRound, "returns-labeled": ReturnsLabeled}

@@ -14,7 +14,7 @@ from audit.errors import AuditError
 from audit.models import ModelSpec
 
 QUERY_MODEL = ModelSpec("lr", {"C": 1.0})
-AVAILABLE = [name for name in adapters.IMPLEMENTATIONS if adapters.unavailable_reason(name) is None]
+AVAILABLE = [name for name in adapters.implementations() if adapters.unavailable_reason(name) is None]
 
 
 def pool(n=60, n_labeled=10, seed=0):
