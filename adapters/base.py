@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from audit.errors import AuditError
+from audit.errors import AuditError, StrategyError
 from audit.models import ModelSpec
 
 MISSING = -1
@@ -76,7 +76,6 @@ class QueryStrategy(ABC):
         """None when the strategy can run here, else the reason it cannot."""
         return None
 
-    @abstractmethod
     def query(
         self,
         X: np.ndarray,
@@ -84,6 +83,35 @@ class QueryStrategy(ABC):
         model: Any,
         batch_size: int,
         candidates: np.ndarray,
-        rng: np.random.Generator,
+        rng: np.random.Generator | None = None,
     ) -> np.ndarray:
-        """Indices into ``X`` (a subset of ``candidates``) to label next."""
+        """Indices into ``X`` (a subset of ``candidates``) to label next.
+
+        Returns ``min(batch_size, len(candidates))`` distinct candidates; the contract is
+        checked here, once for every adapter, and a breach raises StrategyError.
+        """
+        candidates = np.asarray(candidates, dtype=np.int64)
+        batch = min(int(batch_size), candidates.size)
+        if batch < 1:
+            raise StrategyError("nothing to query: empty candidate set or batch size below 1")
+        picked = np.asarray(self._select(X, y, model, batch, candidates, rng), dtype=np.int64).ravel()
+        if picked.size != batch or np.unique(picked).size != batch:
+            raise StrategyError(
+                f"{type(self).__name__} returned {picked.size} indices ({np.unique(picked).size} distinct), "
+                f"expected {batch}"
+            )
+        if not np.all(np.isin(picked, candidates)):
+            raise StrategyError(f"{type(self).__name__} returned an index that is not an unlabeled candidate")
+        return picked
+
+    @abstractmethod
+    def _select(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        model: Any,
+        batch_size: int,
+        candidates: np.ndarray,
+        rng: np.random.Generator | None,
+    ) -> np.ndarray:
+        """The adapter's work: ``batch_size`` (<= len(candidates)) distinct candidates."""

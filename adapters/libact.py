@@ -63,7 +63,7 @@ class LibactStrategy(QueryStrategy):
         for i in np.flatnonzero((y != MISSING) & ~known):
             self._dataset.update(int(i), int(y[i]))
 
-    def query(self, X, y, model, batch_size, candidates, rng):
+    def _select(self, X, y, model, batch_size, candidates, rng):
         if batch_size != 1:
             raise StrategyError(f"{self.library} {self.implements} queries one example at a time")
         self._sync(X, y)

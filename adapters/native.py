@@ -26,7 +26,7 @@ class Uniform(QueryStrategy):
         if self.params["order"] not in ("pool", "random"):
             raise AuditError(f"Uniform order must be 'pool' or 'random', not {self.params['order']!r}")
 
-    def query(self, X, y, model, batch_size, candidates, rng):
+    def _select(self, X, y, model, batch_size, candidates, rng):
         if self.params["order"] == "pool":
             return np.asarray(candidates[:batch_size])
         return rng.choice(candidates, size=batch_size, replace=False)
@@ -41,7 +41,7 @@ class Margin(QueryStrategy):
     implements = "margin uncertainty sampling"
     model_use = "fitted"
 
-    def query(self, X, y, model, batch_size, candidates, rng):
+    def _select(self, X, y, model, batch_size, candidates, rng):
         scores = margin_scores(model, X[candidates])
         return np.asarray(candidates)[np.argsort(scores, kind="stable")[:batch_size]]
 

@@ -21,7 +21,6 @@ import argparse
 import os
 import platform
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,7 +99,8 @@ def _machine_busy() -> float:
 
 
 def _descendants_cpu() -> dict[int, float]:
-    """{pid: CPU-seconds} of every live descendant of this process (workers, forkserver)."""
+    """{pid: CPU-seconds} of every live descendant of this process, counting the children
+    each has reaped (the forkserver reaps the pool's workers, so their CPU ends up there)."""
     parent, cpu = {}, {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -112,56 +112,44 @@ def _descendants_cpu() -> dict[int, float]:
             continue
         fields = stat[stat.rfind(")") + 2:].split()
         parent[int(entry)] = int(fields[1])
-        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / _TICK
+        cpu[int(entry)] = sum(int(v) for v in fields[11:15]) / _TICK  # utime stime cutime cstime
     me, mine = os.getpid(), {}
-    for pid in cpu:
+    for pid, seconds in cpu.items():
         p, hops = parent.get(pid), 0
         while p and hops < 32:
             if p == me:
-                mine[pid] = cpu[pid]
+                mine[pid] = seconds
                 break
             p, hops = parent.get(p), hops + 1
     return mine
 
 
+def _self_cpu() -> float:
+    """CPU-seconds of this process and of the children it has reaped."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 class CpuMonitor:
     """CPU used during a block by this process and its descendants ("own") and by every
-    other process on the machine ("foreign"): the machine is shared, and a foreign load
-    skews wall times. Descendants are sampled every 50 ms while they live."""
+    other process on the machine ("foreign"): the machine may be shared, and a foreign
+    load skews wall times. Nothing is sampled during the block (no extra thread)."""
 
-    def __init__(self, children: bool = False) -> None:
-        self.children = children  # sample descendants (off for in-process work: no GIL noise)
+    def __init__(self) -> None:
         self.own = self.foreign = self.wall = 0.0
 
     def __enter__(self) -> CpuMonitor:
-        self._stop = threading.Event()
-        self._base = _descendants_cpu() if self.children else {}
-        self._last = dict(self._base)
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._busy0, self._self0 = _machine_busy(), self._self_cpu()
+        self._base = _descendants_cpu()
+        self._busy0, self._self0 = _machine_busy(), _self_cpu()
         self._t0 = time.perf_counter()
-        if self.children:
-            self._thread.start()
         return self
-
-    @staticmethod
-    def _self_cpu() -> float:
-        t = os.times()
-        return t.user + t.system
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.05):
-            self._last.update(_descendants_cpu())
 
     def __exit__(self, *exc) -> None:
         self.wall = time.perf_counter() - self._t0
-        if self.children:
-            self._last.update(_descendants_cpu())
-            self._stop.set()
-            self._thread.join()
-        children = sum(v - self._base.get(pid, 0.0) for pid, v in self._last.items())
-        self.own = self._self_cpu() - self._self0 + children
-        self.foreign = max(0.0, _machine_busy() - self._busy0 - self.own)
+        busy, own = _machine_busy(), _self_cpu() - self._self0
+        own += sum(v - self._base.get(pid, 0.0) for pid, v in _descendants_cpu().items())
+        self.own = own
+        self.foreign = max(0.0, busy - self._busy0 - own)
 
     @property
     def foreign_cores(self) -> float:
@@ -210,7 +198,7 @@ def time_plain(X, y, splits, strategy) -> tuple[Measure, dict[int, float]]:
 
 
 def time_jobs(tasks, jobs) -> tuple[Measure, dict[tuple[str, int], float]]:
-    with CpuMonitor(children=jobs > 1) as m:
+    with CpuMonitor() as m:
         results = list(run_tasks(tasks, jobs=jobs))
     bad = [r for r in results if r.status != "ok"]
     assert not bad, f"trial failed with jobs={jobs}: {bad[0].error}"

@@ -14,7 +14,7 @@ class FailsAtRound(QueryStrategy):
         super().__init__(**kwargs)
         self.calls = 0
 
-    def query(self, X, y, model, batch_size, candidates, rng):
+    def _select(self, X, y, model, batch_size, candidates, rng):
         self.calls += 1
         if self.calls == self.params["fail_on_call"] and self.random_state in self.params["fail_seeds"]:
             raise np.linalg.LinAlgError("Singular matrix (deliberate)")
@@ -26,7 +26,7 @@ class ReturnsLabeled(QueryStrategy):
 
     implements = "contract breaker"
 
-    def query(self, X, y, model, batch_size, candidates, rng):
+    def _select(self, X, y, model, batch_size, candidates, rng):
         return np.flatnonzero(y != -1)[:batch_size]
 
 
