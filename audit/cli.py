@@ -24,6 +24,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         protocol=args.protocol, dataset=args.dataset,
         strategies=_csv(args.strategies) if args.strategies else None,
         trials=args.trials, jobs=args.jobs, data_dir=args.data_dir, store=args.store, out=args.out,
+        batch_size=args.batch_size, trial_timeout=args.trial_timeout,
         progress=not args.no_progress, retry_errors=args.retry_errors,
     ))
     for line in provenance_lines(outcome.report):
@@ -67,6 +68,13 @@ def _protocols(args: argparse.Namespace) -> int:
     return 0
 
 
+def _strategies(args: argparse.Namespace) -> int:
+    from audit.capabilities import format_matrix, matrix
+
+    print(format_matrix(matrix([args.protocol] if args.protocol else None)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="audit", description="Replay published active-learning protocols "
                                      "through the real libraries and audit the published numbers.")
@@ -78,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--strategies", help="comma-separated strategy ids (default: all available in the protocol)")
     rep.add_argument("--trials", type=int, help="number of trials (default: the protocol's, 100 or 10 by size)")
     rep.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
+    rep.add_argument("--batch-size", type=int, help="override the protocol's batch size (zhan2021 used 1, 2, 5, 10)")
+    rep.add_argument("--trial-timeout", type=float, help="seconds per trial before it is recorded as TLE "
+                     "(default: no limit)")
     rep.add_argument("--data-dir", help="directory of the LIBSVM files (default: $AL_AUDIT_DATA_DIR, "
                      "then ../shared/datasets, then the user cache)")
     rep.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
@@ -90,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     ds.add_argument("--data-dir", help="directory of the LIBSVM files")
     ds.add_argument("--fetch", nargs="+", metavar="NAME", help="download data sets into the user cache")
     ds.set_defaults(func=_datasets)
+
+    st = sub.add_parser("strategies", help="the capability matrix: every strategy, its binding and status")
+    st.add_argument("--protocol", help="only this protocol (default: all)")
+    st.set_defaults(func=_strategies)
 
     pr = sub.add_parser("protocols", help="list protocols; `audit protocols show NAME` prints one")
     pr.add_argument("action", nargs="?", choices=["show"], help="show one protocol")

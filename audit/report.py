@@ -29,7 +29,7 @@ def _pct(protocol_scale: str, value: float | None) -> str:
 
 
 def _interval(scale: str, ci: list[float] | None) -> str:
-    if not ci or any(math.isnan(c) for c in ci):
+    if not ci or any(c is None or math.isnan(c) for c in ci):
         return "-"
     return f"[{_pct(scale, ci[0])}, {_pct(scale, ci[1])}]"
 
@@ -71,7 +71,8 @@ def format_table(report: dict[str, Any]) -> str:
             rows.append((c["strategy"], c["library"], "-", "-", "-", "-", "-", _pct(scale, c["published_mean"]),
                          f"unavailable: {c['reason']}"))
             continue
-        errors = f" ({c['n_errors']} errors)" if c["n_errors"] else ""
+        failed = [f"{c['n_errors']} errors"] * bool(c["n_errors"]) + [f"{c.get('n_tle', 0)} TLE"] * bool(c.get("n_tle"))
+        errors = f" ({', '.join(failed)})" if failed else ""
         rows.append((c["strategy"], c["library"], f"{c['n_trials']}{errors}", _pct(scale, c["mean"]),
                      _pct(scale, c["sd"]), _interval(scale, c["ci95"]), _interval(scale, c["ci99"]),
                      _pct(scale, c["published_mean"]), c["verdict"]))
@@ -103,7 +104,7 @@ def _markdown(report: dict[str, Any]) -> str:
         out += ["## Trial errors", ""]
         for c in problems:
             for e in c["errors"]:
-                out.append(f"- {c['strategy']}, trial seed {e['trial_seed']}: {e['error']}")
+                out.append(f"- {c['strategy']}, trial seed {e['trial_seed']} ({e.get('status', 'error')}): {e['error']}")
         out.append("")
     if report["seeds"]["skipped"]:
         out += ["## Skipped seeds", ""]

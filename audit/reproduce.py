@@ -1,8 +1,10 @@
 """`audit reproduce`: plan the trials, run what the store lacks, compare, report."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,6 +39,8 @@ class ReproduceRequest:
     out: str | Path | None = None  # None: reports/<protocol>-<dataset>
     progress: bool = True
     retry_errors: bool = False
+    batch_size: int | None = None  # None: the protocol's
+    trial_timeout: float | None = None  # seconds; a slower trial is recorded as TLE
 
 
 @dataclass
@@ -90,8 +94,10 @@ def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialRe
         "query_model": None if query_model is None else str(query_model),
         "query_model_is_task_model": spec.query_model == "task"
         or (query_model is not None and query_model.key == protocol.task_model.key),
-        "n_trials": summary.n, "n_errors": len(results) - len(ok),
-        "errors": [{"trial_seed": r.trial_seed, "error": r.error} for r in results if r.status != "ok"],
+        "n_trials": summary.n, "n_errors": sum(r.status == "error" for r in results),
+        "n_tle": sum(r.status == "tle" for r in results),
+        "errors": [{"trial_seed": r.trial_seed, "status": r.status, "error": r.error}
+                   for r in results if r.status != "ok"],
         "mean": _nan_to_none(summary.mean), "sd": _nan_to_none(summary.sd),
         "ci95": [_nan_to_none(v) for v in summary.ci95], "ci99": [_nan_to_none(v) for v in summary.ci99],
         "published_mean": published,
@@ -122,7 +128,13 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
         raise AuditError(f"--trials must be a positive number, not {request.trials}")
     if request.jobs < 1:
         raise AuditError(f"--jobs must be a positive number, not {request.jobs}")
+    if request.batch_size is not None and request.batch_size < 1:
+        raise AuditError(f"--batch-size must be a positive number, not {request.batch_size}")
+    if request.trial_timeout is not None and request.trial_timeout <= 0:
+        raise AuditError(f"--trial-timeout must be positive, not {request.trial_timeout}")
     protocol = load_protocol(request.protocol)
+    if request.batch_size:
+        protocol = dataclasses.replace(protocol, batch_size=request.batch_size)
     data: Dataset = load_dataset(request.dataset, request.data_dir)
     name = data.info.name
     if data.info.task not in protocol.tasks:
@@ -140,16 +152,22 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
     try:
         details = fingerprint_details(protocol)
         fingerprint = store.register(details)
-        tasks, reused = [], 0
+        done: dict[str, set[int]] = {}
         for sid in strategies:
-            done = store.finished_seeds(protocol.name, name, sid, fingerprint)
+            done[sid] = store.finished_seeds(protocol.name, name, sid, fingerprint) & set(seeds)
             if request.retry_errors:
-                done -= {r.trial_seed for r in store.trials(protocol.name, name, sid, fingerprint) if r.status != "ok"}
-            reused += len(done & set(seeds))
-            tasks += [TrialTask(protocol, name, request.data_dir, sid, s) for s in seeds if s not in done]
+                done[sid] -= {r.trial_seed for r in store.trials(protocol.name, name, sid, fingerprint)
+                              if r.status != "ok"}
+        # Seed-major order: every strategy finishes a first trial early, for the time estimate.
+        tasks = [TrialTask(protocol, name, request.data_dir, sid, s, request.trial_timeout)
+                 for s in seeds for sid in strategies if s not in done[sid]]
+        reused = sum(len(d) for d in done.values())
+        log(f"plan: {len(strategies)} strategies ({', '.join(strategies)}) x {len(seeds)} trials on {name}, "
+            f"{len(tasks)} to run, {reused} already stored, --jobs {request.jobs}"
+            + (f"; unavailable: {', '.join(unavailable)}" if unavailable else ""))
         if reused:
             log(f"resuming: {reused} finished trials found in {store.path}, {len(tasks)} to run")
-        _run(tasks, request, store, fingerprint)
+        _run(tasks, request, store, fingerprint, log)
 
         cells, per_trial, curves = [], [], {}
         for sid in strategies:
@@ -179,23 +197,49 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
             "strategies": cells,
             "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
-        out_dir = Path(request.out) if request.out else Path("reports") / f"{protocol.name}-{name}"
+        suffix = f"-b{request.batch_size}" if request.batch_size else ""
+        out_dir = Path(request.out) if request.out else Path("reports") / f"{protocol.name}-{name}{suffix}"
         write_report(report, per_trial, curves, out_dir)
         return ReproduceOutcome(report, out_dir, len(tasks), reused, unavailable)
     finally:
         store.close()
 
 
-def _run(tasks: list[TrialTask], request: ReproduceRequest, store: ResultStore, fingerprint: str) -> None:
+def estimate_seconds(tasks: list[TrialTask], seconds_per_trial: dict[str, float], jobs: int) -> float:
+    """Wall time left: each strategy's measured seconds per trial times its remaining trials, over the jobs."""
+    return sum(seconds_per_trial[t.strategy] for t in tasks) / jobs
+
+
+def _run(tasks: list[TrialTask], request: ReproduceRequest, store: ResultStore, fingerprint: str, log) -> None:
     if not tasks:
         return
     from tqdm import tqdm
 
+    remaining = list(tasks)
+    first_seconds: dict[str, float] = {}
+    estimated = False
+    start = time.perf_counter()
     with tqdm(total=len(tasks), unit="trial", desc="trials", disable=not request.progress,
               file=sys.stderr, mininterval=0.5, dynamic_ncols=True) as bar:
-        errors = 0
+        failed = 0
         for result in run_tasks(tasks, request.jobs):
             store.save(result, fingerprint)
-            errors += result.status != "ok"
-            bar.set_postfix_str(f"{result.strategy} seed {result.trial_seed}" + (f", {errors} errors" if errors else ""))
+            remaining.remove(next(t for t in remaining if (t.strategy, t.trial_seed)
+                                  == (result.strategy, result.trial_seed)))
+            first_seconds.setdefault(result.strategy, result.seconds)
+            failed += result.status != "ok"
+            if not estimated and remaining and set(first_seconds) >= {t.strategy for t in remaining}:
+                estimated = True
+                left = estimate_seconds(remaining, first_seconds, request.jobs)
+                per = ", ".join(f"{s} {v:.2f}s" for s, v in first_seconds.items())
+                bar.write(f"estimate: about {_duration(time.perf_counter() - start + left)} in all "
+                          f"({_duration(left)} left; first trial: {per})", file=sys.stderr)
+            bar.set_postfix_str(f"{result.strategy} seed {result.trial_seed}"
+                                + (f", {failed} failed" if failed else ""))
             bar.update()
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"

@@ -8,9 +8,11 @@ task model's fit is reused. Library code is reached only through :mod:`adapters`
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
+import signal
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -49,7 +51,7 @@ class TrialResult:
     dataset: str
     strategy: str
     trial_seed: int
-    status: str  # "ok" or "error"
+    status: str  # "ok", "error", or "tle" (over the per-trial time limit)
     aubc: float | None = None
     aubc_by_metric: dict[str, float] = field(default_factory=dict)
     rounds: list[RoundRecord] = field(default_factory=list)
@@ -95,14 +97,42 @@ class _Features:
             self.X_test = scaler.transform(self.X_test_raw)
 
 
+class TrialTimeout(Exception):
+    """Raised inside a trial when it exceeds its time limit."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None):
+    """Interrupt the trial after `seconds` (SIGALRM; the trial runs on a process's main thread).
+
+    Code inside a C extension is interrupted when it returns to Python.
+    """
+    if not seconds:
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TrialTimeout(f"time limit of {seconds:g} s per trial exceeded")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def run_trial(
-    protocol: Protocol, dataset_name: str, X: np.ndarray, y: np.ndarray, strategy_id: str, trial_seed: int
+    protocol: Protocol, dataset_name: str, X: np.ndarray, y: np.ndarray, strategy_id: str, trial_seed: int,
+    time_limit: float | None = None,
 ) -> TrialResult:
-    """Replay one trial; any failure of the strategy or its library becomes an error result."""
+    """Replay one trial; a failure of the strategy or its library becomes an error result,
+    a trial over ``time_limit`` seconds a "tle" result (as lu2023 Table 3 reports TLE)."""
     result = TrialResult(protocol.name, dataset_name, strategy_id, trial_seed, "error")
     start = time.perf_counter()
     try:
-        with threadpool_limits(1):  # same floating-point path whatever the executor
+        with threadpool_limits(1), _time_limit(time_limit):  # same floating-point path whatever the executor
             result.rounds = _replay(protocol, X, y, protocol.strategy(strategy_id), trial_seed)
         metric_values = {m: [getattr(r, m) for r in result.rounds] for m in METRICS}
         n_labeled = [r.n_labeled for r in result.rounds]
@@ -110,12 +140,14 @@ def run_trial(
         result.aubc_by_metric = {m: variant(v, n_labeled) for m, v in metric_values.items()}
         result.aubc = result.aubc_by_metric[protocol.aubc_metric]
         result.status = "ok"
+    except TrialTimeout as exc:
+        result.status, result.error = "tle", str(exc)
     except AuditError as exc:
         result.error = str(exc)
     except Exception as exc:  # a library failing mid-trial is recorded, the audit goes on
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         result.error = f"{type(exc).__name__}: {exc} (at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})"
-    if result.status == "error":
+    if result.status != "ok":
         result.rounds = []
     result.seconds = time.perf_counter() - start
     return result
@@ -204,13 +236,14 @@ class TrialTask:
     data_dir: str | None
     strategy: str
     trial_seed: int
+    time_limit: float | None = None
 
 
 def execute_task(task: TrialTask) -> TrialResult:
     from audit.datasets import load_dataset
 
     data = load_dataset(task.dataset, task.data_dir)
-    return run_trial(task.protocol, task.dataset, data.X, data.y, task.strategy, task.trial_seed)
+    return run_trial(task.protocol, task.dataset, data.X, data.y, task.strategy, task.trial_seed, task.time_limit)
 
 
 def run_tasks(tasks: Iterable[TrialTask], jobs: int = 1) -> Iterator[TrialResult]:

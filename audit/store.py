@@ -38,7 +38,7 @@ CREATE TABLE IF NOT EXISTS trials (
     strategy TEXT NOT NULL,
     trial_seed INTEGER NOT NULL,
     fingerprint TEXT NOT NULL REFERENCES fingerprints(fingerprint),
-    status TEXT NOT NULL CHECK (status IN ('ok', 'error')),
+    status TEXT NOT NULL CHECK (status IN ('ok', 'error', 'tle')),
     aubc REAL,
     aubc_by_metric TEXT,
     query_hash TEXT,

@@ -30,4 +30,17 @@ class ReturnsLabeled(QueryStrategy):
         return np.flatnonzero(y != -1)[:batch_size]
 
 
-STRATEGIES = {"fails": FailsAtRound, "returns-labeled": ReturnsLabeled}
+class Sleeps(QueryStrategy):
+    """Takes `seconds` per query: a strategy too slow for the time limit."""
+
+    implements = "slow strategy"
+    param_defaults = {"seconds": 0.05}
+
+    def _select(self, X, y, model, batch_size, candidates, rng):
+        import time
+
+        time.sleep(self.params["seconds"])
+        return np.asarray(candidates[:batch_size])
+
+
+STRATEGIES = {"fails": FailsAtRound, "returns-labeled": ReturnsLabeled, "sleeps": Sleeps}

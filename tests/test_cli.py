@@ -112,7 +112,7 @@ def test_strategy_failing_mid_trial_is_recorded_and_the_run_goes_on(capsys, tmp_
     assert "Singular matrix" in cells["broken"]["errors"][0]["error"]
     assert cells["uniform"]["n_trials"] == 3
     assert "2 (1 errors)" in out
-    assert "trial seed 1: LinAlgError" in (outdir / "report.md").read_text()
+    assert "trial seed 1 (error): LinAlgError" in (outdir / "report.md").read_text()
 
 
 def test_reproduce_writes_the_report_files(capsys, tmp_path, outdir, sonar):
@@ -165,3 +165,49 @@ def test_console_script_runs_without_a_traceback_on_bad_input(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("audit: error: unknown data set 'nope'")
     assert "Traceback" not in proc.stderr
+
+
+def test_a_trial_over_the_time_limit_is_recorded_as_tle(capsys, tmp_path, outdir, protocol_file,
+                                                         test_strategies, sonar):
+    path = protocol_file(append='\n[strategies.slow]\nimplementation = "test.sleeps"\nparams = { seconds = 0.2 }\n')
+    code, out, err = run(capsys, *reproduce_args(tmp_path, outdir, str(path), "--dataset", "sonar",
+                                                 "--strategies", "uniform,slow", "--trials", "2",
+                                                 "--trial-timeout", "0.5"))
+    assert code == 0, err
+    cells = {c["strategy"]: c for c in json.loads((outdir / "report.json").read_text())["strategies"]}
+    assert cells["slow"]["n_tle"] == 2 and cells["slow"]["n_trials"] == 0
+    assert cells["slow"]["errors"][0]["status"] == "tle"
+    assert "time limit of 0.5 s per trial exceeded" in cells["slow"]["errors"][0]["error"]
+    assert cells["uniform"]["n_trials"] == 2 and cells["uniform"]["n_tle"] == 0
+    assert "0 (2 TLE)" in out
+
+
+def test_plan_and_time_estimate_are_printed(capsys, tmp_path, outdir, sonar):
+    code, _, err = run(capsys, *reproduce_args(tmp_path, outdir, "lu2023", "--dataset", "sonar",
+                                               "--strategies", "uniform,us-c", "--trials", "3"))
+    assert code == 0
+    assert "plan: 2 strategies (uniform, us-c) x 3 trials on sonar, 6 to run, 0 already stored" in err
+    assert "estimate: about" in err and "first trial: uniform" in err
+
+
+def test_batch_size_override_changes_the_protocol_and_the_reference(capsys, tmp_path, outdir, sonar):
+    code, out, err = run(capsys, *reproduce_args(tmp_path, outdir, "zhan2021", "--dataset", "sonar",
+                                                 "--strategies", "uniform", "--trials", "2", "--batch-size", "5"))
+    assert code == 0, err
+    report = json.loads((outdir / "report.json").read_text())
+    assert report["protocol"]["batch_size"] == 5
+    assert report["strategies"][0]["reference"]["row"] == "uniform-5"
+    assert report["strategies"][0]["published_mean"] == pytest.approx(0.59)
+    code, _, err = run(capsys, *reproduce_args(tmp_path, outdir, "zhan2021", "--dataset", "sonar",
+                                               "--batch-size", "0"))
+    assert_one_line_error(code, err, "--batch-size must be a positive number")
+
+
+def test_strategies_command_prints_the_capability_matrix(capsys):
+    code, out, _ = run(capsys, "strategies", "--protocol", "lu2023")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["protocol", "strategy", "implementation"]
+    us_nc = next(line for line in lines if line.split()[1:2] == ["us-nc"])
+    assert "libact.uncertainty" in us_nc and "lr(C=0.1)" in us_nc and "available" in us_nc
+    assert "bound strategies available here" in lines[-1]

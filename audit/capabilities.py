@@ -1,0 +1,72 @@
+"""The capability matrix: every canonical strategy, how each protocol binds it, and
+whether it can run here (and if not, why). Unavailable cells are listed, never dropped."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import adapters
+from audit.errors import AuditError
+from audit.protocols import Protocol, available_protocols, load_protocol
+
+CANONICAL_STRATEGIES = (
+    "uniform", "us-c", "us-nc", "qbc", "hintsvm", "quire", "albl", "dwus", "vr",
+    "coreset", "graph", "hier", "infodiv", "mcm", "eer", "bmdr", "spal", "lal",
+)
+
+
+@dataclass(frozen=True)
+class Capability:
+    protocol: str
+    strategy: str
+    implementation: str
+    library: str
+    params: dict[str, Any]
+    query_model: str
+    batch: str
+    status: str  # "available" or "unavailable: <reason>" or "not in protocol"
+
+
+def capability(protocol: Protocol, strategy: str) -> Capability:
+    if strategy not in protocol.strategies:
+        return Capability(protocol.name, strategy, "-", "-", {}, "-", "-", "not in protocol")
+    spec = protocol.strategies[strategy]
+    query_model = protocol.query_model_for(spec)
+    reason = adapters.unavailable_reason(spec.implementation)
+    try:
+        cls = adapters.strategy_class(spec.implementation)
+        library, batch = cls.library_version(), "yes" if cls.batch else "no"
+        params = {**cls.param_defaults, **spec.params}
+    except AuditError:
+        library, batch, params = spec.implementation.split(".")[0], "-", dict(spec.params)
+    model = "none" if query_model is None else str(query_model)
+    if spec.query_model == "task":
+        model += " (task model)"
+    return Capability(protocol.name, strategy, spec.implementation, library, params, model, batch,
+                      "available" if reason is None else f"unavailable: {reason}")
+
+
+def matrix(protocol_names: list[str] | None = None) -> list[Capability]:
+    rows = []
+    for name in protocol_names or available_protocols():
+        protocol = load_protocol(name)
+        extra = [s for s in protocol.strategies if s not in CANONICAL_STRATEGIES]
+        rows += [capability(protocol, s) for s in (*CANONICAL_STRATEGIES, *extra)]
+    return rows
+
+
+def format_matrix(rows: list[Capability]) -> str:
+    def params(p: dict[str, Any]) -> str:
+        text = ", ".join(f"{k}={v}" for k, v in p.items())
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    header = ("protocol", "strategy", "implementation", "library", "query model", "batch", "status", "parameters")
+    table = [header] + [(r.protocol, r.strategy, r.implementation, r.library, r.query_model, r.batch, r.status,
+                         params(r.params)) for r in rows]
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(header) - 1)]
+    lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths)) + "  " + str(row[-1]) for row in table]
+    lines.insert(1, "-" * len(lines[0]))
+    counted = [r for r in rows if r.status != "not in protocol"]
+    available = sum(r.status == "available" for r in counted)
+    lines.append(f"\n{available} of {len(counted)} bound strategies available here")
+    return "\n".join(line.rstrip() for line in lines)
