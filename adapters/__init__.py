@@ -15,6 +15,8 @@ from audit.errors import AuditError
 LIBRARIES: dict[str, str] = {
     "native": "adapters.native",
     "libact": "adapters.libact",
+    "alipy": "adapters.alipy",
+    "skactiveml": "adapters.skactiveml",
 }
 
 __all__ = ["LIBRARIES", "MISSING", "QueryStrategy", "implementations", "strategy_class", "unavailable_reason"]

@@ -4,8 +4,9 @@ A strategy object is cheap to construct and is used for one trial (one pool); it
 ``query`` follows scikit-activeml's contract: given the pool features ``X``, labels
 ``y`` with ``MISSING`` for unlabeled rows, a fitted query model (or None), a batch
 size and the candidate rows in pool order, it returns the chosen row indices. An
-adapter may cache per-pool state (a library's dataset object) between calls, but the
-answer depends only on the arguments and the strategy's own RNG.
+adapter may keep per-pool state between the calls of one trial (a library's dataset
+object, lowered graph densities, a bandit's weights), as the library itself does; the
+sequence of answers over a trial depends only on the arguments and the strategy's seed.
 """
 from __future__ import annotations
 

@@ -56,17 +56,30 @@ def matrix(protocol_names: list[str] | None = None) -> list[Capability]:
 
 
 def format_matrix(rows: list[Capability]) -> str:
+    """Fixed-width table; unavailable cells point to a numbered reason under the table."""
+
     def params(p: dict[str, Any]) -> str:
         text = ", ".join(f"{k}={v}" for k, v in p.items())
-        return text if len(text) <= 60 else text[:57] + "..."
+        return text if len(text) <= 70 else text[:67] + "..."
+
+    reasons: list[str] = []
+
+    def status(r: Capability) -> str:
+        if not r.status.startswith("unavailable: "):
+            return r.status
+        reason = r.status.removeprefix("unavailable: ")
+        if reason not in reasons:
+            reasons.append(reason)
+        return f"unavailable [{reasons.index(reason) + 1}]"
 
     header = ("protocol", "strategy", "implementation", "library", "query model", "batch", "status", "parameters")
-    table = [header] + [(r.protocol, r.strategy, r.implementation, r.library, r.query_model, r.batch, r.status,
+    table = [header] + [(r.protocol, r.strategy, r.implementation, r.library, r.query_model, r.batch, status(r),
                          params(r.params)) for r in rows]
-    widths = [max(len(str(row[i])) for row in table) for i in range(len(header) - 1)]
-    lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths)) + "  " + str(row[-1]) for row in table]
-    lines.insert(1, "-" * len(lines[0]))
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
+    lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip() for row in table]
+    lines.insert(1, "-" * max(len(line) for line in lines))
     counted = [r for r in rows if r.status != "not in protocol"]
     available = sum(r.status == "available" for r in counted)
     lines.append(f"\n{available} of {len(counted)} bound strategies available here")
-    return "\n".join(line.rstrip() for line in lines)
+    lines += [f"[{i}] {reason}" for i, reason in enumerate(reasons, 1)]
+    return "\n".join(lines)

@@ -29,7 +29,7 @@ from audit.store import ResultStore, fingerprint_details
 class ReproduceRequest:
     """Everything `audit reproduce` was asked to do, with the documented defaults."""
 
-    protocol: str
+    protocol: str | Protocol  # a name, a protocol file, or a Protocol built in code
     dataset: str
     strategies: Sequence[str] | None = None  # None: every available strategy of the protocol
     trials: int | None = None  # None: the protocol's count for the data set's size
@@ -58,7 +58,13 @@ def _nan_to_none(value: float | None) -> float | None:
 
 def choose_strategies(protocol: Protocol, requested: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:
     """(strategies to run, {strategy: reason} for those that cannot run here)."""
-    ids = list(requested) if requested else list(protocol.strategies)
+    if requested:
+        ids = list(requested)
+    else:  # the protocol's strategies, in the order of lu2023 Table 1
+        from audit.capabilities import CANONICAL_STRATEGIES
+
+        rank = {s: i for i, s in enumerate(CANONICAL_STRATEGIES)}
+        ids = sorted(protocol.strategies, key=lambda s: rank.get(s, len(rank)))
     unavailable = {}
     for sid in ids:
         reason = adapters.unavailable_reason(protocol.strategy(sid).implementation)
@@ -123,7 +129,24 @@ def _curves(results: list[TrialResult]) -> tuple[np.ndarray, np.ndarray] | None:
     return n_labeled, np.array([[r.accuracy for r in t.rounds[:length]] for t in ok])
 
 
-def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.stderr)) -> ReproduceOutcome:
+@dataclass
+class ReplayPlan:
+    """What a replay will run: the validated protocol, data, strategies and trial seeds."""
+
+    protocol: Protocol
+    data: Dataset
+    strategies: list[str]
+    unavailable: dict[str, str]
+    seeds: list[int]
+    skipped: list[tuple[int, str]]
+
+    @property
+    def dataset(self) -> str:
+        return self.data.info.name
+
+
+def plan_replay(request: ReproduceRequest, log=lambda line: None) -> ReplayPlan:
+    """Validate every input before any work; bad input raises AuditError with one line."""
     if request.trials is not None and request.trials < 1:
         raise AuditError(f"--trials must be a positive number, not {request.trials}")
     if request.jobs < 1:
@@ -132,7 +155,7 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
         raise AuditError(f"--batch-size must be a positive number, not {request.batch_size}")
     if request.trial_timeout is not None and request.trial_timeout <= 0:
         raise AuditError(f"--trial-timeout must be positive, not {request.trial_timeout}")
-    protocol = load_protocol(request.protocol)
+    protocol = request.protocol if isinstance(request.protocol, Protocol) else load_protocol(request.protocol)
     if request.batch_size:
         protocol = dataclasses.replace(protocol, batch_size=request.batch_size)
     data: Dataset = load_dataset(request.dataset, request.data_dir)
@@ -147,30 +170,42 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
     budget_for(protocol, first.pool.size)  # an impossible budget fails before any work
     for seed, why in skipped:
         log(f"skipping trial seed {seed}: {why}")
+    return ReplayPlan(protocol, data, strategies, unavailable, seeds, skipped)
 
+
+def execute_replay(plan: ReplayPlan, request: ReproduceRequest, store: ResultStore,
+                   log=lambda line: None) -> tuple[str, dict[str, Any], int, int]:
+    """Run the trials the store lacks; returns (fingerprint, its details, trials run, trials reused)."""
+    protocol, name, seeds = plan.protocol, plan.dataset, plan.seeds
+    details = fingerprint_details(protocol)
+    fingerprint = store.register(details)
+    done: dict[str, set[int]] = {}
+    for sid in plan.strategies:
+        done[sid] = store.finished_seeds(protocol.name, name, sid, fingerprint) & set(seeds)
+        if request.retry_errors:
+            done[sid] -= {r.trial_seed for r in store.trials(protocol.name, name, sid, fingerprint)
+                          if r.status != "ok"}
+    # Seed-major order: every strategy finishes a first trial early, for the time estimate.
+    tasks = [TrialTask(protocol, name, request.data_dir, sid, s, request.trial_timeout)
+             for s in seeds for sid in plan.strategies if s not in done[sid]]
+    reused = sum(len(d) for d in done.values())
+    log(f"plan: {len(plan.strategies)} strategies ({', '.join(plan.strategies)}) x {len(seeds)} trials on {name}, "
+        f"{len(tasks)} to run, {reused} already stored, --jobs {request.jobs}"
+        + (f"; unavailable: {', '.join(plan.unavailable)}" if plan.unavailable else ""))
+    if reused:
+        log(f"resuming: {reused} finished trials found in {store.path}, {len(tasks)} to run")
+    _run(tasks, request, store, fingerprint, log)
+    return fingerprint, details, len(tasks), reused
+
+
+def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.stderr)) -> ReproduceOutcome:
+    plan = plan_replay(request, log)
+    protocol, name, data, seeds = plan.protocol, plan.dataset, plan.data, plan.seeds
     store = ResultStore(request.store)
     try:
-        details = fingerprint_details(protocol)
-        fingerprint = store.register(details)
-        done: dict[str, set[int]] = {}
-        for sid in strategies:
-            done[sid] = store.finished_seeds(protocol.name, name, sid, fingerprint) & set(seeds)
-            if request.retry_errors:
-                done[sid] -= {r.trial_seed for r in store.trials(protocol.name, name, sid, fingerprint)
-                              if r.status != "ok"}
-        # Seed-major order: every strategy finishes a first trial early, for the time estimate.
-        tasks = [TrialTask(protocol, name, request.data_dir, sid, s, request.trial_timeout)
-                 for s in seeds for sid in strategies if s not in done[sid]]
-        reused = sum(len(d) for d in done.values())
-        log(f"plan: {len(strategies)} strategies ({', '.join(strategies)}) x {len(seeds)} trials on {name}, "
-            f"{len(tasks)} to run, {reused} already stored, --jobs {request.jobs}"
-            + (f"; unavailable: {', '.join(unavailable)}" if unavailable else ""))
-        if reused:
-            log(f"resuming: {reused} finished trials found in {store.path}, {len(tasks)} to run")
-        _run(tasks, request, store, fingerprint, log)
-
+        fingerprint, details, ran, reused = execute_replay(plan, request, store, log)
         cells, per_trial, curves = [], [], {}
-        for sid in strategies:
+        for sid in plan.strategies:
             results = store.trials(protocol.name, name, sid, fingerprint, seeds)
             cells.append(_cell(protocol, name, sid, results))
             per_trial += [{"strategy": sid, "trial_seed": r.trial_seed, "aubc": r.aubc, "status": r.status,
@@ -178,7 +213,7 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
             curve = _curves(results)
             if curve is not None:
                 curves[sid] = curve
-        for sid, reason in unavailable.items():
+        for sid, reason in plan.unavailable.items():
             ref = pick_reference(protocol, name, sid)
             cells.append({"strategy": sid, "status": "unavailable", "reason": reason,
                           "implementation": protocol.strategy(sid).implementation, "library": "-",
@@ -193,14 +228,14 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
             "dataset": {"name": name, "n": data.info.n, "d": data.info.d, "sha256": data.info.sha256,
                         "label_runs": label_runs(data.y), "path": str(data.path)},
             "environment": details["versions"], "code": details["code"], "fingerprint": fingerprint,
-            "seeds": {"trial_seeds": seeds, "skipped": [list(s) for s in skipped], "policy": protocol.seeds},
+            "seeds": {"trial_seeds": seeds, "skipped": [list(s) for s in plan.skipped], "policy": protocol.seeds},
             "strategies": cells,
             "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         suffix = f"-b{request.batch_size}" if request.batch_size else ""
         out_dir = Path(request.out) if request.out else Path("reports") / f"{protocol.name}-{name}{suffix}"
         write_report(report, per_trial, curves, out_dir)
-        return ReproduceOutcome(report, out_dir, len(tasks), reused, unavailable)
+        return ReproduceOutcome(report, out_dir, ran, reused, plan.unavailable)
     finally:
         store.close()
 

@@ -210,4 +210,7 @@ def test_strategies_command_prints_the_capability_matrix(capsys):
     assert lines[0].split()[:3] == ["protocol", "strategy", "implementation"]
     us_nc = next(line for line in lines if line.split()[1:2] == ["us-nc"])
     assert "libact.uncertainty" in us_nc and "lr(C=0.1)" in us_nc and "available" in us_nc
-    assert "bound strategies available here" in lines[-1]
+    assert "16 of 18 bound strategies available here" in out
+    vr = next(line for line in lines if line.split()[1:2] == ["vr"])
+    footnote = vr.split("unavailable [")[1].split("]")[0]
+    assert any(line.startswith(f"[{footnote}] libact VarianceReduction C extension") for line in lines)

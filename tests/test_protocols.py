@@ -233,12 +233,14 @@ def test_unknown_aubc_variant(tmp_path):
 
 
 def test_unknown_task_model_name(tmp_path):
-    msg = error_of(write(tmp_path, replace_once(LU2023_TEXT, 'name = "svm-rbf"', 'name = "svm-quantum"')))
+    msg = error_of(write(tmp_path, replace_once(LU2023_TEXT, '[task_model]\nname = "svm-rbf"',
+                                                '[task_model]\nname = "svm-quantum"')))
     assert "svm-quantum" in msg and "svm-rbf" in msg
 
 
 def test_unknown_query_model_name(tmp_path):
-    msg = error_of(write(tmp_path, replace_once(LU2023_TEXT, 'name = "lr", params', 'name = "logreg", params')))
+    msg = error_of(write(tmp_path, replace_once(LU2023_TEXT, 'query_model = { name = "lr", params = { C = 0.1 } }',
+                                                'query_model = { name = "logreg", params = { C = 0.1 } }')))
     assert "logreg" in msg and "lr" in msg
 
 

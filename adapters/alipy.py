@@ -1,0 +1,541 @@
+"""ALiPy 1.2.5 strategies.
+
+ALiPy's query strategies are built on the whole data set (``X``, ``y``) and asked with
+global index collections (``label_index``, ``unlabel_index``). The adapter hands ALiPy
+the pool it is given (the train rows in pool layout) and index collections of the
+labeled rows and of the candidates, keeps one ALiPy object per pool (several
+precompute kernels or graphs) and copies the labels known so far into it before every
+call.
+
+Labels: ALiPy takes the full ``y`` and its published users passed the TRUE labels of the
+unlabeled rows. The adapter never does: unlabeled entries hold a placeholder, which is
+``MISSING`` unless the ALiPy class derives its class list from the whole ``y`` (EER
+uses ``np.unique(y)``, LAL ``unique_labels(y)``); there the placeholder is a class
+already present among the labeled rows, so the class list is that of the labeled rows.
+BMDR and SPAL recode the labels as +1/-1 at construction; the adapter builds them on a
+label-free dummy vector and sets the +1 (class 0) / -1 (class 1) labels itself, 0 for
+unlabeled rows, which those classes read only at labeled indices.
+
+Library quirks handled here (ALiPy's files are never edited):
+
+- ``collections.Iterable`` and friends (removed in Python 3.10) are aliased from
+  ``collections.abc`` before ALiPy is imported; ``np.NaN``, ``np.infty``, ``np.NINF``,
+  ``np.trapz`` and ``np.row_stack`` are restored for numpy 2 where missing.
+- ``QueryInstanceRandom.select`` reads ``unlabel_index.index``: it needs ALiPy's
+  ``IndexCollection``, which every call here passes. IndexCollection sorts its
+  elements, so ALiPy sees the candidates in ascending row order (= pool order here).
+- QBC (BaggingClassifier), Random (``np.random.shuffle``) and LAL (random forests) draw
+  from numpy's global RNG; the adapter seeds it from the strategy's RNG for the call
+  and restores the previous global state afterwards.
+- BMDR/SPAL: lu2023's fix (Appendix D): the kernel matrix is symmetrised once, and
+  every quadratic form ALiPy builds goes through :func:`psd_fixed` (symmetrise, add
+  1e-15 to the diagonal, ``cvxpy.psd_wrap``) and is solved by OSQP. This is done by
+  handing ALiPy's ``select`` a stand-in for the cvxpy module.
+- BMDR/SPAL: ALiPy keeps the batch constraint ``sum(x) == b`` only when
+  ``type(prob.solve(...)) == float``; cvxpy returns ``numpy.float64``, so the check
+  always fails and ALiPy re-solves the relaxed QP (box constraints only) and uses that.
+  ``keep_batch_constraint=False`` (default) keeps this as-run behaviour;
+  ``True`` hands ALiPy a Python float so the constrained solution is used.
+- LAL downloads its regressor's training data from GitHub at run time: unavailable
+  offline unless ``AL_AUDIT_LAL_DATA`` names a directory that already holds the file.
+"""
+from __future__ import annotations
+
+import collections
+import collections.abc
+import contextlib
+import ctypes
+import io
+import os
+import sys
+import warnings
+from typing import Any
+
+import numpy as np
+
+from adapters.base import MISSING, QueryStrategy
+from audit.errors import StrategyError
+
+PSD_EPS = 1e-15
+"""What lu2023 (Appendix D) add to the diagonal of BMDR/SPAL's QP matrix."""
+
+LAL_DATA_ENV = "AL_AUDIT_LAL_DATA"
+LAL_FILES = {
+    "LAL_iterative": "LAL-iterativetree-simulatedunbalanced-big.npz",
+    "LAL_independent": "LAL-randomtree-simulatedunbalanced-big.npz",
+}
+
+
+def _patch_runtime() -> None:
+    """Restore the names ALiPy 1.2.5 still uses (only where they are missing)."""
+    for name in ("Iterable", "Iterator", "Mapping", "MutableMapping", "Sequence", "MutableSequence",
+                 "Callable", "Set", "MutableSet", "Hashable", "Sized", "Container", "Generator"):
+        if not hasattr(collections, name):
+            setattr(collections, name, getattr(collections.abc, name))
+    aliases = {"NaN": np.nan, "infty": np.inf, "NINF": -np.inf}
+    aliases["trapz"] = getattr(np, "trapezoid", None)
+    aliases["row_stack"] = np.vstack
+    for name, value in aliases.items():
+        if value is None:
+            continue
+        try:
+            present = hasattr(np, name)
+        except Exception:  # numpy 2 raises for some removed names on access
+            present = False
+        if not present:
+            setattr(np, name, value)
+
+
+_patch_runtime()
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from alipy.index import IndexCollection
+    from alipy.query_strategy import query_labels as _ql
+
+
+# --- helpers --------------------------------------------------------------------------
+
+def psd_fixed(P: np.ndarray, eps: float = PSD_EPS) -> Any:
+    """lu2023's repair of a QP matrix: symmetrise, add ``eps`` to the diagonal, and wrap it
+    so cvxpy takes it as PSD without its own (ARPACK/eigen) check."""
+    import cvxpy as cp
+
+    P = np.asarray(P, dtype=float)
+    P = 0.5 * (P + P.T) + eps * np.eye(P.shape[0])
+    return cp.psd_wrap(P)
+
+
+class _FixedQP:
+    """Stands in for the cvxpy module inside ALiPy's BMDR/SPAL ``select``.
+
+    Everything is cvxpy's except ``quad_form`` (matrix repaired by :func:`psd_fixed`) and,
+    with ``float_result``, ``Problem.solve`` returning a Python float as ALiPy's
+    ``type(result) == float`` check expects.
+    """
+
+    def __init__(self, float_result: bool):
+        import cvxpy
+
+        self._cp = cvxpy
+        self._float_result = float_result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cp, name)
+
+    def quad_form(self, x: Any, P: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._cp.quad_form(x, psd_fixed(P), *args, **kwargs)
+
+    def Problem(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 (cvxpy's name)
+        problem = self._cp.Problem(*args, **kwargs)
+        solve = problem.solve
+        float_result = self._float_result
+
+        def quiet_solve(*a: Any, **kw: Any) -> Any:
+            with _quiet_c_stdout():
+                result = solve(*a, **kw)
+            if float_result and isinstance(result, (float, np.floating)):
+                return float(result)
+            return result
+
+        problem.solve = quiet_solve
+        return problem
+
+
+@contextlib.contextmanager
+def _quiet_c_stdout():
+    """Silence what a C extension prints on stdout (OSQP 1.x prints "Polishing not
+    needed ..." on every such solve, whatever ``verbose`` says)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(fd)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), fd)
+            try:
+                yield
+            finally:
+                try:
+                    ctypes.CDLL(None).fflush(None)  # C stdio buffers go to /dev/null too
+                except (OSError, AttributeError):
+                    pass
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
+@contextlib.contextmanager
+def _global_numpy_seed(seed: int):
+    """Seed numpy's global RNG for one library call, then put the old state back."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
+
+
+class _ProbaView:
+    """A fitted model seen through ``predict_proba`` (what ALiPy's uncertainty needs).
+
+    A model with its own ``predict_proba`` is used as is; otherwise its
+    ``decision_function`` is turned into probabilities (logistic for binary, softmax
+    otherwise), which ranks candidates exactly as the decision values do.
+    """
+
+    def __init__(self, model: Any):
+        self.model = model
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        if hasattr(self.model, "predict_proba"):
+            return self.model.predict_proba(X)
+        if not hasattr(self.model, "decision_function"):
+            raise StrategyError("the query model has neither predict_proba nor decision_function")
+        f = np.asarray(self.model.decision_function(X), dtype=float)
+        if f.ndim == 1:
+            p1 = 1.0 / (1.0 + np.exp(-f))
+            return np.column_stack([1.0 - p1, p1])
+        e = np.exp(f - f.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        return self.model.decision_function(X)
+
+
+# --- the shared adapter ---------------------------------------------------------------
+
+class AlipyStrategy(QueryStrategy):
+    """Shared plumbing: one ALiPy object per pool, labels synchronised on every call."""
+
+    library = "alipy"
+    alipy_class: str = ""
+    placeholder: str = "missing"  # or "known-class" (see the module docstring)
+    uses_global_rng: bool = False
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._X: np.ndarray | None = None
+        self._y_alipy: np.ndarray | None = None
+        self._qs: Any = None
+        self._fallback_rng = np.random.default_rng(self.random_state)
+
+    @classmethod
+    def availability(cls) -> str | None:
+        if not hasattr(_ql, cls.alipy_class):
+            return f"alipy has no {cls.alipy_class}"
+        return None
+
+    # labels as ALiPy gets them
+    def alipy_labels(self, y: np.ndarray) -> np.ndarray:
+        """``y`` with every unlabeled entry replaced by the placeholder (never a true label)."""
+        y = np.asarray(y, dtype=np.int64)
+        known = y != MISSING
+        out = y.copy()
+        if self.placeholder == "known-class":
+            if not known.any():
+                raise StrategyError(f"{self.implements} needs at least one labeled row")
+            out[~known] = int(y[known].min())
+        else:
+            out[~known] = MISSING
+        return out
+
+    def _build(self, X: np.ndarray, y_alipy: np.ndarray) -> Any:
+        raise NotImplementedError
+
+    def _set_labels(self, qs: Any, y_alipy: np.ndarray) -> None:
+        qs.y = y_alipy
+
+    def _sync(self, X: np.ndarray, y: np.ndarray) -> Any:
+        y_alipy = self.alipy_labels(y)
+        if self._X is not X or self._qs is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self._qs = self._build(X, y_alipy)
+            self._X = X
+        self._y_alipy = y_alipy
+        self._set_labels(self._qs, y_alipy)
+        return self._qs
+
+    def _call(self, qs: Any, labeled: np.ndarray, candidates: np.ndarray, batch_size: int, model: Any) -> Any:
+        return qs.select(IndexCollection(labeled), IndexCollection(candidates), batch_size=batch_size)
+
+    def _select(self, X, y, model, batch_size, candidates, rng):
+        y = np.asarray(y)
+        if y.shape[0] != X.shape[0]:
+            raise StrategyError("y must have one entry per row of X")
+        labeled = np.flatnonzero(y != MISSING)
+        if labeled.size == 0:
+            raise StrategyError(f"alipy {self.implements} needs at least one labeled row")
+        candidates = np.asarray(candidates, dtype=np.int64)
+        if np.any(y[candidates] != MISSING):
+            raise StrategyError("a candidate row is already labeled")
+        if not self.batch and batch_size != 1:
+            raise StrategyError(f"alipy {self.implements} queries one example at a time")
+        qs = self._sync(X, y)
+        if self.uses_global_rng:
+            seed = int((rng if rng is not None else self._fallback_rng).integers(2**32))
+            context = _global_numpy_seed(seed)
+        else:
+            context = contextlib.nullcontext()
+        with context, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            picked = self._call(qs, labeled, candidates, batch_size, model)
+        return np.asarray([int(i) for i in np.asarray(picked).ravel()], dtype=np.int64)
+
+
+# --- strategies -----------------------------------------------------------------------
+
+class Uncertainty(AlipyStrategy):
+    """``QueryInstanceUncertainty`` on the fitted query model (through ``_ProbaView``
+    when the model has no ``predict_proba``)."""
+
+    implements = "QueryInstanceUncertainty"
+    alipy_class = "QueryInstanceUncertainty"
+    param_defaults = {"measure": "entropy"}
+    model_use = "fitted"
+
+    def _build(self, X, y_alipy):
+        return _ql.QueryInstanceUncertainty(X, y_alipy, measure=self.params["measure"])
+
+    def _call(self, qs, labeled, candidates, batch_size, model):
+        view = model if self.params["measure"] == "distance_to_boundary" else _ProbaView(model)
+        return qs.select(IndexCollection(labeled), IndexCollection(candidates), model=view, batch_size=batch_size)
+
+
+class QBC(AlipyStrategy):
+    """``QueryInstanceQBC`` (query by bagging): ALiPy bags the query model itself
+    (sklearn's BaggingClassifier, 10 members, seeded through numpy's global RNG)."""
+
+    implements = "QueryInstanceQBC"
+    alipy_class = "QueryInstanceQBC"
+    param_defaults = {"disagreement": "vote_entropy"}
+    model_use = "own"
+    uses_global_rng = True
+
+    def _build(self, X, y_alipy):
+        return _ql.QueryInstanceQBC(X, y_alipy, method="query_by_bagging",
+                                    disagreement=self.params["disagreement"])
+
+    def _call(self, qs, labeled, candidates, batch_size, model):
+        base = self.query_model.build(self.random_state)
+        return qs.select(IndexCollection(labeled), IndexCollection(candidates), model=base, batch_size=batch_size)
+
+
+class EER(AlipyStrategy):
+    """``QueryExpectedErrorReduction`` (Roy & McCallum, log loss over the unlabeled rows).
+
+    ALiPy's EER takes the query model as ``select(model=...)``: a FITTED classifier with
+    ``predict_proba``; it deep-copies and refits it once per candidate and class. Without a
+    model it falls back to ``LogisticRegression(solver='liblinear')`` on the labeled rows.
+    Its class list is ``np.unique(y)`` over the whole y (hence the known-class placeholder).
+    """
+
+    implements = "QueryExpectedErrorReduction"
+    alipy_class = "QueryExpectedErrorReduction"
+    model_use = "fitted"
+    placeholder = "known-class"
+
+    def _build(self, X, y_alipy):
+        return _ql.QueryExpectedErrorReduction(X, y_alipy)
+
+    def _call(self, qs, labeled, candidates, batch_size, model):
+        if not hasattr(model, "predict_proba"):
+            raise StrategyError("alipy EER needs a query model with predict_proba "
+                                "(e.g. svm-rbf with probability = true)")
+        return qs.select(IndexCollection(labeled), IndexCollection(candidates), model=model, batch_size=batch_size)
+
+
+class QUIRE(AlipyStrategy):
+    """``QueryInstanceQUIRE`` over all pool rows (its kernel inverse is computed once a pool)."""
+
+    implements = "QueryInstanceQUIRE"
+    alipy_class = "QueryInstanceQUIRE"
+    param_defaults = {"lambda": 1.0, "kernel": "rbf", "gamma": 1.0, "degree": 3, "coef0": 1.0}
+    batch = False
+
+    def _build(self, X, y_alipy):
+        return _ql.QueryInstanceQUIRE(X, y_alipy, np.arange(X.shape[0]), **self.params)
+
+    def _set_labels(self, qs, y_alipy):
+        qs.y = y_alipy[qs._train_idx]
+
+
+class Coreset(AlipyStrategy):
+    """``QueryInstanceCoresetGreedy`` (k-center greedy).
+
+    With every unlabeled row as candidate the per-pool object is used; for a strict
+    subset a fresh object over the labeled rows and the candidates answers (k-center
+    greedy has no state beyond the labeled set, so both agree)."""
+
+    implements = "QueryInstanceCoresetGreedy"
+    alipy_class = "QueryInstanceCoresetGreedy"
+    param_defaults = {"distance": "euclidean"}
+
+    def _build(self, X, y_alipy, rows: np.ndarray | None = None):
+        rows = np.arange(X.shape[0]) if rows is None else rows
+        return _ql.QueryInstanceCoresetGreedy(X, y_alipy, rows, distance=self.params["distance"])
+
+    def _call(self, qs, labeled, candidates, batch_size, model):
+        if candidates.size != self._X.shape[0] - labeled.size:
+            qs = self._build(self._X, self._y_alipy, np.union1d(labeled, candidates))
+        return qs.select(IndexCollection(labeled), IndexCollection(candidates), batch_size=batch_size)
+
+    def _set_labels(self, qs, y_alipy):
+        qs.y = y_alipy[qs.train_idx]
+
+
+class GraphDensity(AlipyStrategy):
+    """``QueryInstanceGraphDensity`` (Google's graph density, Manhattan kNN graph).
+
+    Like the Google original it remembers across calls: each pick lowers its
+    neighbours' density for the rest of the trial. With a strict subset of the unlabeled
+    rows as candidates, the other unlabeled rows are passed to ALiPy as excluded rows
+    for that call and get their density back afterwards."""
+
+    implements = "QueryInstanceGraphDensity"
+    alipy_class = "QueryInstanceGraphDensity"
+    param_defaults = {"metric": "manhattan"}
+
+    def _build(self, X, y_alipy):
+        return _ql.QueryInstanceGraphDensity(X, y_alipy, np.arange(X.shape[0]), metric=self.params["metric"])
+
+    def _call(self, qs, labeled, candidates, batch_size, model):
+        others = np.setdiff1d(np.arange(self._X.shape[0]), np.union1d(labeled, candidates))
+        if others.size == 0:
+            return qs.select(IndexCollection(labeled), IndexCollection(candidates), batch_size=batch_size)
+        saved = qs.graph_density[others].copy()
+        picked = qs.select(IndexCollection(np.union1d(labeled, others)), IndexCollection(candidates),
+                           batch_size=batch_size)
+        qs.graph_density[others] = saved
+        return picked
+
+
+class Random(AlipyStrategy):
+    """``QueryInstanceRandom`` (numpy global RNG, seeded per call from the strategy's RNG)."""
+
+    implements = "QueryInstanceRandom"
+    alipy_class = "QueryInstanceRandom"
+    uses_global_rng = True
+
+    def _build(self, X, y_alipy):
+        return _ql.QueryInstanceRandom(X, y_alipy)
+
+
+class _KernelQP(AlipyStrategy):
+    """BMDR and SPAL: binary only, +1/-1 labels, lu2023's QP repair, OSQP."""
+
+    placeholder = "missing"
+
+    def alipy_labels(self, y):
+        y = np.asarray(y, dtype=np.int64)
+        known = y != MISSING
+        if np.any(y[known] > 1):
+            raise StrategyError(f"alipy {self.implements} is for binary classification only")
+        # ALiPy maps the smaller label to +1 and the larger to -1; 0 marks unlabeled rows.
+        return np.where(known, np.where(y == 0, 1, -1), 0).astype(np.int64)
+
+    def _kernel_kwargs(self) -> dict[str, Any]:
+        return {k: self.params[k] for k in ("kernel", "gamma_ker", "degree", "coef0")}
+
+    def _finish_build(self, qs: Any) -> Any:
+        qs._K = 0.5 * (qs._K + qs._K.T)  # rbf_kernel's matrix is not exactly symmetric
+        qs._cvxpy = _FixedQP(float_result=bool(self.params["keep_batch_constraint"]))
+        return qs
+
+    @staticmethod
+    def _dummy_labels(n: int) -> np.ndarray:
+        """ALiPy's constructor insists on seeing two classes; it gets a label-free pattern."""
+        return np.where(np.arange(n) % 2 == 0, 1, -1)
+
+    def _call(self, qs, labeled, candidates, batch_size, model):
+        return qs.select(IndexCollection(labeled), IndexCollection(candidates), batch_size=batch_size,
+                         qp_solver="OSQP")
+
+
+class BMDR(_KernelQP):
+    """``QueryInstanceBMDR`` (Wang & Ye 2013) with lu2023's PSD fix and OSQP."""
+
+    implements = "QueryInstanceBMDR"
+    alipy_class = "QueryInstanceBMDR"
+    param_defaults = {"beta": 1000.0, "gamma": 0.1, "rho": 1.0, "kernel": "rbf", "gamma_ker": 1.0,
+                      "degree": 3, "coef0": 1.0, "keep_batch_constraint": False}
+
+    def _build(self, X, y_alipy):
+        qs = _ql.QueryInstanceBMDR(X, self._dummy_labels(X.shape[0]), beta=self.params["beta"],
+                                   gamma=self.params["gamma"], rho=self.params["rho"], **self._kernel_kwargs())
+        return self._finish_build(qs)
+
+
+class SPAL(_KernelQP):
+    """``QueryInstanceSPAL`` (Tang & Huang 2019) with lu2023's PSD fix and OSQP."""
+
+    implements = "QueryInstanceSPAL"
+    alipy_class = "QueryInstanceSPAL"
+    param_defaults = {"mu": 0.1, "gamma": 0.1, "rho": 1.0, "lambda_init": 0.1, "lambda_pace": 0.01,
+                      "kernel": "rbf", "gamma_ker": 1.0, "degree": 3, "coef0": 1.0,
+                      "keep_batch_constraint": False}
+
+    def _build(self, X, y_alipy):
+        qs = _ql.QueryInstanceSPAL(X, self._dummy_labels(X.shape[0]), mu=self.params["mu"],
+                                   gamma=self.params["gamma"], rho=self.params["rho"],
+                                   lambda_init=self.params["lambda_init"],
+                                   lambda_pace=self.params["lambda_pace"], **self._kernel_kwargs())
+        return self._finish_build(qs)
+
+
+class LAL(AlipyStrategy):
+    """``QueryInstanceLAL`` (Konyushkova et al. 2017): a random-forest regressor trained on
+    the LAL authors' simulated data, which ALiPy downloads at run time."""
+
+    implements = "QueryInstanceLAL"
+    alipy_class = "QueryInstanceLAL"
+    param_defaults = {"mode": "LAL_iterative", "cls_est": 50}
+    placeholder = "known-class"
+    uses_global_rng = True
+
+    @classmethod
+    def data_dir(cls, mode: str = "LAL_iterative") -> str | None:
+        path = os.environ.get(LAL_DATA_ENV)
+        if path and os.path.isfile(os.path.join(path, LAL_FILES[mode])):
+            return path
+        return None
+
+    @classmethod
+    def availability(cls) -> str | None:
+        reason = super().availability()
+        if reason or cls.data_dir() is not None:
+            return reason
+        return (f"ALiPy's LAL downloads its regressor's training data ({LAL_FILES['LAL_iterative']}, "
+                f"from the LAL authors' GitHub) at run time, which cannot work offline; "
+                f"set {LAL_DATA_ENV} to a directory holding that file to enable it")
+
+    def _build(self, X, y_alipy):
+        mode = self.params["mode"]
+        if mode not in LAL_FILES:
+            raise StrategyError(f"alipy LAL mode must be one of {sorted(LAL_FILES)}")
+        path = self.data_dir(mode)
+        if path is None:
+            raise StrategyError(self.availability() or f"LAL data for mode {mode} not found")
+        # ALiPy would download when the file is missing; it is present here, so it only trains.
+        with _global_numpy_seed(int(self._fallback_rng.integers(2**32))):
+            with contextlib.redirect_stdout(io.StringIO()):
+                return _ql.QueryInstanceLAL(X, y_alipy, mode=mode, data_path=path,
+                                            cls_est=self.params["cls_est"], train_slt=True)
+
+
+STRATEGIES: dict[str, type[QueryStrategy]] = {
+    "eer": EER,
+    "bmdr": BMDR,
+    "spal": SPAL,
+    "lal": LAL,
+    "uncertainty": Uncertainty,
+    "qbc": QBC,
+    "quire": QUIRE,
+    "coreset": Coreset,
+    "graph": GraphDensity,
+    "random": Random,
+}

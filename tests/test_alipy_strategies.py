@@ -1,0 +1,294 @@
+"""ALiPy strategies: EER, BMDR, SPAL, LAL (lu2023 / zhan2021) and the cross-implementation set.
+
+Each available strategy replays a few rounds of a lu2023 trial on sonar and repeats
+itself; no strategy's picks move when the labels the learner has not seen are
+scrambled; BMDR/SPAL solve with lu2023's PSD repair where plain cvxpy refuses; LAL
+says why it cannot run offline.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import adapters
+from adapters import MISSING
+from adapters import alipy as al
+from audit.datasets import load_dataset
+from audit.models import ModelSpec
+from audit.protocols import StrategySpec, load_protocol
+from audit.runner import run_trial
+from audit.splits import make_split
+
+LR = ModelSpec("lr", {"C": 1.0})
+LU2023 = load_protocol("lu2023")
+
+# One binding per ALiPy strategy: lu2023's own where it has one, otherwise a plain one.
+SPECS = {
+    "eer": LU2023.strategy("eer"),
+    "bmdr": LU2023.strategy("bmdr"),
+    "spal": LU2023.strategy("spal"),
+    "lal": LU2023.strategy("lal"),
+    "uncertainty": StrategySpec("uncertainty", "alipy.uncertainty", {"measure": "margin"}, LR),
+    "qbc": StrategySpec("qbc", "alipy.qbc", {}, LR),
+    "quire": StrategySpec("quire", "alipy.quire", {}, None),
+    "coreset": StrategySpec("coreset", "alipy.coreset", {}, None),
+    "graph": StrategySpec("graph", "alipy.graph", {}, None),
+    "random": StrategySpec("random", "alipy.random", {}, None),
+}
+AVAILABLE = [s for s in SPECS if adapters.unavailable_reason(f"alipy.{s}") is None]
+
+
+def short(spec: StrategySpec, budget: int = 5):
+    return dataclasses.replace(LU2023, budget_size=budget, strategies={spec.id: spec})
+
+
+@pytest.fixture(scope="module")
+def sonar():
+    return load_dataset("sonar")
+
+
+def pool(n=60, n_labeled=10, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    y_true = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.int64)
+    y = np.full(n, MISSING, dtype=np.int64)
+    labeled = np.concatenate([np.flatnonzero(y_true == 0)[:n_labeled // 2],
+                              np.flatnonzero(y_true == 1)[:n_labeled // 2]])
+    y[labeled] = y_true[labeled]
+    return X, y, y_true
+
+
+def test_registry_lists_every_alipy_strategy():
+    assert {f"alipy.{s}" for s in SPECS} <= set(adapters.implementations())
+    assert set(AVAILABLE) >= {"eer", "bmdr", "spal", "uncertainty", "qbc", "quire", "coreset", "graph", "random"}
+
+
+def test_protocols_bind_the_alipy_four():
+    zhan = load_protocol("zhan2021")
+    for protocol in (LU2023, zhan):
+        for sid in ("eer", "bmdr", "spal", "lal"):
+            assert protocol.strategy(sid).implementation == f"alipy.{sid}"
+    assert LU2023.strategy("eer").query_model.params["probability"] is True
+    assert zhan.strategy("eer").query_model == ModelSpec("lr", {"solver": "liblinear"})
+    assert LU2023.strategy("bmdr").params["beta"] == zhan.strategy("bmdr").params["beta"] == 1000.0
+    assert LU2023.strategy("spal").params["lambda_pace"] == zhan.strategy("spal").params["lambda_pace"] == 0.01
+    assert LU2023.strategy("lal").params == {"mode": "LAL_iterative", "cls_est": 50}
+
+
+def test_runtime_aliases_for_python_3_11_and_numpy_2():
+    import collections.abc
+
+    assert collections.Iterable is collections.abc.Iterable
+    assert np.NaN != np.NaN and np.infty == np.inf
+    assert np.trapz is np.trapezoid
+
+
+@pytest.mark.parametrize("sid", AVAILABLE)
+def test_replays_a_few_rounds_deterministically(sid, sonar):
+    protocol = short(SPECS[sid])
+    first = run_trial(protocol, "sonar", sonar.X, sonar.y, sid, 0)
+    assert first.status == "ok", first.error
+    assert len(first.rounds) == 6 and all(len(r.queried) == 1 for r in first.rounds[1:])
+    again = run_trial(protocol, "sonar", sonar.X, sonar.y, sid, 0)
+    assert again.query_hash == first.query_hash
+
+
+@pytest.mark.parametrize("sid", AVAILABLE)
+def test_picks_do_not_depend_on_hidden_labels(sid, sonar):
+    """Scramble the label of every train row the learner never sees: same queries."""
+    protocol = short(SPECS[sid])
+    first = run_trial(protocol, "sonar", sonar.X, sonar.y, sid, 0)
+    assert first.status == "ok", first.error
+    split = make_split(protocol, sonar.y, 0)
+    seen = set(split.labeled.tolist()) | {row for r in first.rounds for row in r.queried}
+    hidden = np.array([row for row in split.pool if row not in seen])
+    y = np.array(sonar.y, copy=True)
+    y[hidden] = np.random.default_rng(7).integers(0, 2, size=hidden.size)
+    y[hidden[:10]] = 1 - y[hidden[:10]]  # at least some labels surely change
+    assert make_split(protocol, y, 0).pool.tolist() == split.pool.tolist()
+    second = run_trial(protocol, "sonar", sonar.X, y, sid, 0)
+    assert second.status == "ok", second.error
+    assert second.query_hash == first.query_hash
+
+
+@pytest.mark.parametrize("sid", [s for s in AVAILABLE if s != "lal"])
+def test_alipy_holds_no_label_of_an_unlabeled_row(sid):
+    X, y, y_true = pool()
+    cls = adapters.strategy_class(f"alipy.{sid}")
+    strategy = cls(query_model=LR if cls.model_use == "own" else None, random_state=0)
+    model = LR.build(0).fit(X[y != MISSING], y[y != MISSING]) if cls.model_use == "fitted" else None
+    strategy.query(X, y, model, 1, np.flatnonzero(y == MISSING), np.random.default_rng(0))
+    held = np.asarray(strategy._y_alipy)
+    unlabeled = y == MISSING
+    assert np.unique(held[unlabeled]).size == 1  # one placeholder, whatever the true labels
+    assert held[unlabeled][0] in (MISSING, 0, int(y[~unlabeled].min()))
+
+
+def test_label_encodings():
+    y = np.array([1, MISSING, 0, MISSING, 1])
+    assert al.Uncertainty().alipy_labels(y).tolist() == [1, MISSING, 0, MISSING, 1]
+    assert al.EER().alipy_labels(y).tolist() == [1, 0, 0, 0, 1]  # a labeled class: np.unique(y) = classes
+    assert al.BMDR().alipy_labels(y).tolist() == [-1, 0, 1, 0, -1]  # ALiPy: smaller label -> +1
+
+
+def test_uncertainty_margin_through_the_probability_view_is_the_smallest_margin():
+    """A model without predict_proba (SVC) is seen through a logistic of its decision values."""
+    from sklearn.svm import SVC
+
+    X, y, _ = pool()
+    model = SVC(kernel="rbf", gamma="auto").fit(X[y != MISSING], y[y != MISSING])
+    assert not hasattr(model, "predict_proba")
+    candidates = np.flatnonzero(y == MISSING)
+    (picked,) = al.Uncertainty(measure="margin").query(X, y, model, 1, candidates, None)
+    assert picked == candidates[np.argmin(np.abs(model.decision_function(X[candidates])))]
+
+
+def test_eer_needs_a_probabilistic_query_model():
+    from sklearn.svm import SVC
+
+    from audit.errors import StrategyError
+
+    X, y, _ = pool()
+    model = SVC().fit(X[y != MISSING], y[y != MISSING])
+    with pytest.raises(StrategyError, match="predict_proba"):
+        al.EER().query(X, y, model, 1, np.flatnonzero(y == MISSING), None)
+
+
+# --- BMDR / SPAL and lu2023's PSD repair ---------------------------------------------------
+
+def bad_kernel(n: int, level: float = 1e-12, seed: int = 0) -> np.ndarray:
+    """An RBF kernel with duplicated rows, made asymmetric and indefinite at ``level``."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    Z = np.random.default_rng(seed).normal(size=(n - n // 4, 3))
+    Z = np.vstack([Z, Z[: n // 4]])
+    K = rbf_kernel(Z, gamma=1.0) - level * np.eye(n)
+    K[0, 1] += level
+    assert np.abs(K - K.T).max() > 0
+    assert np.linalg.eigvalsh(0.5 * (K + K.T)).min() < -level / 10
+    return K
+
+
+def test_psd_repair_solves_where_plain_cvxpy_refuses():
+    import cvxpy as cp
+
+    P = 500 * bad_kernel(20)
+    q = -np.ones(20)
+    x = cp.Variable(20)
+    constraints = [x >= 0, x <= 1, cp.sum(x) == 1]
+    with pytest.raises((cp.error.DCPError, ValueError)):
+        cp.Problem(cp.Minimize(0.5 * cp.quad_form(x, P) + q @ x), constraints).solve(solver=cp.OSQP)
+    problem = cp.Problem(cp.Minimize(0.5 * cp.quad_form(x, al.psd_fixed(P)) + q @ x), constraints)
+    problem.solve(solver=cp.OSQP)
+    assert problem.status == "optimal" and abs(x.value.sum() - 1) < 1e-6
+
+
+# cvxpy refuses a QP matrix whose smallest eigenvalue is below -1e-10; BMDR's matrix is
+# 500 K (beta = 1000), SPAL's 0.05 K (mu = 0.1), hence the level at which each one breaks.
+@pytest.mark.parametrize("sid, breaking_level", [("bmdr", 1e-12), ("spal", 1e-8)])
+def test_kernel_qp_strategies_solve_on_a_broken_kernel(sid, breaking_level):
+    """Repaired, select picks on a kernel broken at the 1e-12 level (and at the level that breaks
+    the unrepaired library); unrepaired, ALiPy's select fails there (lu2023 Appendix D)."""
+    import cvxpy as cp
+
+    X, y, _ = pool(n=40, n_labeled=8)
+    strategy = adapters.strategy_class(f"alipy.{sid}")()
+    candidates = np.flatnonzero(y == MISSING)
+    strategy.query(X, y, None, 1, candidates, None)  # builds the ALiPy object
+    qs = strategy._qs
+    for level in (1e-12, breaking_level):
+        qs._K = bad_kernel(40, level)
+        picked = strategy.query(X, y, None, 1, candidates, None)
+        assert picked[0] in candidates
+
+    raw = type(qs)(X, al._KernelQP._dummy_labels(40))  # the library as shipped: cvxpy module, no repair
+    raw.y = strategy._y_alipy
+    raw._K = bad_kernel(40, breaking_level)
+    with pytest.raises((cp.error.DCPError, cp.error.DGPError, ValueError)):
+        raw.select(np.flatnonzero(y != MISSING), candidates, batch_size=1, qp_solver="OSQP")
+
+
+@pytest.mark.parametrize("keep, expected", [(False, {3, 2}), (True, {3})])
+def test_batch_constraint_as_alipy_runs_it(keep, expected, monkeypatch):
+    """cvxpy returns numpy.float64, so ALiPy's ``type(result) == float`` check fails and it re-solves
+    the relaxed QP (2 constraints) unless the adapter hands back a Python float."""
+    made = []
+    original = al._FixedQP.Problem
+
+    def recording(self, objective, constraints, *args, **kwargs):
+        made.append(len(constraints))
+        return original(self, objective, constraints, *args, **kwargs)
+
+    monkeypatch.setattr(al._FixedQP, "Problem", recording)
+    X, y, _ = pool(n=40, n_labeled=8)
+    al.BMDR(keep_batch_constraint=keep).query(X, y, None, 1, np.flatnonzero(y == MISSING), None)
+    assert set(made) == expected
+
+
+def test_kernel_qp_strategies_are_binary_only():
+    from audit.errors import StrategyError
+
+    X, y, _ = pool()
+    y[y == 1] = 2
+    with pytest.raises(StrategyError, match="binary"):
+        al.SPAL().query(X, y, None, 1, np.flatnonzero(y == MISSING), None)
+
+
+# --- the others ----------------------------------------------------------------------------
+
+def test_graph_density_keeps_excluded_rows_density():
+    X, y, _ = pool()
+    strategy = al.GraphDensity()
+    unlabeled = np.flatnonzero(y == MISSING)
+    strategy.query(X, y, None, 1, unlabeled, None)
+    before = strategy._qs.graph_density.copy()
+    subset = unlabeled[::3]
+    picked = strategy.query(X, y, None, 2, subset, None)
+    assert set(picked.tolist()) <= set(subset.tolist())
+    others = np.setdiff1d(unlabeled, subset)
+    assert np.array_equal(strategy._qs.graph_density[others], before[others])
+
+
+def test_random_restores_numpys_global_rng():
+    X, y, _ = pool()
+    np.random.seed(123)
+    expected = np.random.random_sample()
+    np.random.seed(123)
+    al.Random(random_state=0).query(X, y, None, 3, np.flatnonzero(y == MISSING), np.random.default_rng(0))
+    assert np.random.random_sample() == expected
+
+
+def test_lal_reports_why_it_cannot_run_offline(monkeypatch, sonar):
+    monkeypatch.delenv(al.LAL_DATA_ENV, raising=False)
+    reason = adapters.unavailable_reason("alipy.lal")
+    assert reason and "offline" in reason and al.LAL_DATA_ENV in reason
+    assert "alipy.lal" in adapters.implementations()  # still listed for the capability matrix
+    result = run_trial(short(SPECS["lal"]), "sonar", sonar.X, sonar.y, "lal", 0)
+    assert result.status == "error" and "offline" in result.error
+
+
+@pytest.mark.parametrize("sid", ["eer", "bmdr", "spal", "quire", "uncertainty"])
+def test_placeholder_gives_the_pick_of_alipy_fed_the_true_labels(sid):
+    """The published drivers handed ALiPy the full true y; the adapter's placeholder changes nothing."""
+    X, y, y_true = pool()
+    labeled, candidates = np.flatnonzero(y != MISSING), np.flatnonzero(y == MISSING)
+    cls = adapters.strategy_class(f"alipy.{sid}")
+    model = LR.build(0).fit(X[labeled], y[labeled]) if cls.model_use == "fitted" else None
+    (picked,) = cls().query(X, y, model, 1, candidates, None)
+
+    L, U = al.IndexCollection(labeled), al.IndexCollection(candidates)
+    if sid == "eer":
+        direct = al._ql.QueryExpectedErrorReduction(X, y_true).select(L, U, model=model, batch_size=1)
+    elif sid in ("bmdr", "spal"):
+        raw = getattr(al._ql, cls.alipy_class)(X, y_true)  # ALiPy recodes 0 -> +1, 1 -> -1 itself
+        raw._K = 0.5 * (raw._K + raw._K.T)
+        raw._cvxpy = al._FixedQP(float_result=False)
+        direct = raw.select(L, U, batch_size=1, qp_solver="OSQP")
+    elif sid == "quire":
+        direct = al._ql.QueryInstanceQUIRE(X, y_true, np.arange(len(y))).select(L, U)
+    else:
+        direct = al._ql.QueryInstanceUncertainty(X, y_true, measure="entropy").select(
+            L, U, model=model, batch_size=1)
+    assert picked == int(np.asarray(direct).ravel()[0])
