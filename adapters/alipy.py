@@ -350,12 +350,24 @@ class EER(AlipyStrategy):
 
 
 class QUIRE(AlipyStrategy):
-    """``QueryInstanceQUIRE`` over all pool rows (its kernel inverse is computed once a pool)."""
+    """``QueryInstanceQUIRE`` over all pool rows (its kernel inverse is computed once a pool).
+
+    QUIRE's objective is written for labels in {-1, +1}: with 0/1 labels the negative
+    class drops out of its label term, so binary labels are passed signed (lu2023's code
+    did the same). Unlabeled rows hold 0, which QUIRE never reads.
+    """
 
     implements = "QueryInstanceQUIRE"
     alipy_class = "QueryInstanceQUIRE"
     param_defaults = {"lambda": 1.0, "kernel": "rbf", "gamma": 1.0, "degree": 3, "coef0": 1.0}
     batch = False
+
+    def alipy_labels(self, y):
+        y = np.asarray(y, dtype=np.int64)
+        known = y != MISSING
+        if y[known].size and y[known].max() > 1:  # multi-class: ALiPy's QUIRE is binary only
+            return super().alipy_labels(y)
+        return np.where(known, 2 * y - 1, 0)
 
     def _build(self, X, y_alipy):
         return _ql.QueryInstanceQUIRE(X, y_alipy, np.arange(X.shape[0]), **self.params)

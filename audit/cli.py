@@ -75,6 +75,16 @@ def _strategies(args: argparse.Namespace) -> int:
     return 0
 
 
+def _crosscheck(args: argparse.Namespace) -> int:
+    from audit.crosscheck import crosscheck, format_crosscheck
+
+    report = crosscheck(args.dataset, trials=args.trials, jobs=args.jobs, data_dir=args.data_dir,
+                        store_path=args.store, out=args.out, progress=not args.no_progress)
+    print(format_crosscheck(report))
+    print(f"\nreport: {report['out_dir']}/crosscheck.md")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="audit", description="Replay published active-learning protocols "
                                      "through the real libraries and audit the published numbers.")
@@ -105,6 +115,16 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("strategies", help="the capability matrix: every strategy, its binding and status")
     st.add_argument("--protocol", help="only this protocol (default: all)")
     st.set_defaults(func=_strategies)
+
+    cc = sub.add_parser("crosscheck", help="the same strategy through every library that offers it")
+    cc.add_argument("--dataset", required=True, help="data set name")
+    cc.add_argument("--trials", type=int, default=5, help="trials per implementation (default %(default)s)")
+    cc.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
+    cc.add_argument("--data-dir", help="directory of the LIBSVM files")
+    cc.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
+    cc.add_argument("--out", help="report directory (default reports/crosscheck-<dataset>)")
+    cc.add_argument("--no-progress", action="store_true", help="no progress bar")
+    cc.set_defaults(func=_crosscheck)
 
     pr = sub.add_parser("protocols", help="list protocols; `audit protocols show NAME` prints one")
     pr.add_argument("action", nargs="?", choices=["show"], help="show one protocol")

@@ -287,7 +287,7 @@ def test_placeholder_gives_the_pick_of_alipy_fed_the_true_labels(sid):
         raw._cvxpy = al._FixedQP(float_result=False)
         direct = raw.select(L, U, batch_size=1, qp_solver="OSQP")
     elif sid == "quire":
-        direct = al._ql.QueryInstanceQUIRE(X, y_true, np.arange(len(y))).select(L, U)
+        direct = al._ql.QueryInstanceQUIRE(X, 2 * y_true - 1, np.arange(len(y))).select(L, U)  # signed labels
     else:
         direct = al._ql.QueryInstanceUncertainty(X, y_true, measure="entropy").select(
             L, U, model=model, batch_size=1)
