@@ -49,7 +49,9 @@ def load_groups(path: Path = GROUPS_FILE) -> tuple[str, dict[str, list[Member]],
             query_model = m.get("query_model")
             if query_model not in (None, "task"):
                 query_model = ModelSpec.from_data(query_model)
-            sid = f"{group['name']}@{m['implementation'].split('.')[0]}"
+            sid = f"{group['name']}@{m['implementation']}"
+            if any(x.spec.id == sid for x in members):  # one implementation twice, with other settings
+                sid += f"#{len(members) + 1}"
             members.append(Member(group["name"], StrategySpec(sid, m["implementation"], dict(m.get("params", {})),
                                                               query_model)))
         groups[group["name"]] = members

@@ -148,3 +148,57 @@ def test_libact_refuses_batches_and_partial_candidate_sets():
 def test_unknown_implementation():
     with pytest.raises(AuditError, match="unknown implementation 'nope.x'"):
         adapters.strategy_class("nope.x")
+
+
+@pytest.mark.parametrize("name", [n for n in AVAILABLE if adapters.strategy_class(n).batch])
+def test_a_pool_smaller_than_the_batch_is_queried_whole(name):
+    X, y, _ = pool()
+    candidates = np.flatnonzero(y == MISSING)[:3]
+    picked = ask(make(name), X, y, batch=5, candidates=candidates)
+    assert sorted(picked.tolist()) == candidates.tolist()
+
+
+ENCODINGS = {"parkinsons": "1/0", "heart": "+1/-1", "sonar": "1/-1"}
+
+
+@pytest.fixture(scope="module")
+def encoded_datasets():
+    from audit.datasets import DataError, load_dataset
+
+    try:
+        return {name: load_dataset(name) for name in ENCODINGS}
+    except DataError as exc:
+        pytest.skip(f"data not available: {exc}")
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_runs_in_a_trial_on_every_label_encoding_without_seeing_held_out_labels(name, encoded_datasets,
+                                                                               monkeypatch):
+    """Through the real runner: X holds only train rows and y no label of an unlabeled row."""
+    import dataclasses
+
+    from audit.protocols import StrategySpec, load_protocol
+    from audit.runner import run_trial
+    from audit.splits import make_split
+
+    cls = adapters.strategy_class(name)
+    seen = []
+    original = cls._select
+
+    def spy(self, X, y, model, batch_size, candidates, rng):
+        seen.append((X.shape[0], bool(np.all(y[candidates] == MISSING)), int(np.count_nonzero(y != MISSING))))
+        return original(self, X, y, model, batch_size, candidates, rng)
+
+    monkeypatch.setattr(cls, "_select", spy)
+    query_model = None if cls.model_use == "none" else QUERY_MODEL
+    base = load_protocol("lu2023")
+    protocol = dataclasses.replace(base, budget_size=3,
+                                   strategies={"s": StrategySpec("s", name, {}, query_model)})
+    for dataset, data in encoded_datasets.items():
+        seen.clear()
+        result = run_trial(protocol, dataset, data.X, data.y, "s", 0)
+        assert result.status == "ok", f"{dataset} ({ENCODINGS[dataset]}): {result.error}"
+        n_train = make_split(protocol, data.y, 0).train.size
+        assert [s[0] for s in seen] == [n_train] * 3
+        assert all(s[1] for s in seen)
+        assert [s[2] for s in seen] == [20, 21, 22]
