@@ -106,6 +106,12 @@ def _markdown(report: dict[str, Any]) -> str:
             for e in c["errors"]:
                 out.append(f"- {c['strategy']}, trial seed {e['trial_seed']} ({e.get('status', 'error')}): {e['error']}")
         out.append("")
+    warned = [c for c in report["strategies"] if c.get("warnings")]
+    if warned:
+        out += ["## Library warnings (recorded during trials)", ""]
+        for c in warned:
+            out += [f"- {c['strategy']}: {w}" for w in c["warnings"]]
+        out.append("")
     if report["seeds"]["skipped"]:
         out += ["## Skipped seeds", ""]
         out += [f"- seed {s}: {why}" for s, why in report["seeds"]["skipped"]]

@@ -109,6 +109,7 @@ def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialRe
         "published_mean": published,
         "verdict": verdict(summary, published) if ok else "no successful trials",
         "reference": None, "welch": None,
+        "warnings": sorted({w for r in results for w in r.warnings}),
     }
     if ref:
         cell["reference"] = {"paper": ref.paper, "table": ref.table, "row": ref.row, "source": ref.source,

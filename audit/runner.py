@@ -15,6 +15,7 @@ import math
 import signal
 import time
 import traceback
+import warnings
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
@@ -57,6 +58,7 @@ class TrialResult:
     rounds: list[RoundRecord] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)  # distinct library warnings raised in the trial
 
     @property
     def query_hash(self) -> str | None:
@@ -131,8 +133,15 @@ def run_trial(
     a trial over ``time_limit`` seconds a "tle" result (as lu2023 Table 3 reports TLE)."""
     result = TrialResult(protocol.name, dataset_name, strategy_id, trial_seed, "error")
     start = time.perf_counter()
+    caught: list[warnings.WarningMessage] = []
     try:
-        with threadpool_limits(1), _time_limit(time_limit):  # same floating-point path whatever the executor
+        with threadpool_limits(1), _time_limit(time_limit), warnings.catch_warnings(record=True) as caught:
+            # One BLAS thread: the same floating-point path whatever the executor. Library
+            # warnings are recorded with the trial instead of flooding the terminal; the
+            # papers' SVC(probability=True) is deprecated in scikit-learn 1.9 and asked for on purpose.
+            warnings.simplefilter("default")
+            warnings.filterwarnings("ignore", message="The `probability` parameter was deprecated",
+                                    category=FutureWarning)
             result.rounds = _replay(protocol, X, y, protocol.strategy(strategy_id), trial_seed)
         metric_values = {m: [getattr(r, m) for r in result.rounds] for m in METRICS}
         n_labeled = [r.n_labeled for r in result.rounds]
@@ -147,6 +156,7 @@ def run_trial(
     except Exception as exc:  # a library failing mid-trial is recorded, the audit goes on
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         result.error = f"{type(exc).__name__}: {exc} (at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})"
+    result.warnings = sorted({f"{w.category.__name__}: {w.message}".splitlines()[0][:200] for w in caught})
     if result.status != "ok":
         result.rounds = []
     result.seconds = time.perf_counter() - start

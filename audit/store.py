@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS trials (
     aubc_by_metric TEXT,
     query_hash TEXT,
     error TEXT,
+    warnings TEXT,
     seconds REAL NOT NULL,
     finished_at TEXT NOT NULL,
     UNIQUE (protocol, dataset, strategy, trial_seed, fingerprint)
@@ -127,9 +128,10 @@ class ResultStore:
         try:
             cursor = db.execute(
                 "INSERT OR IGNORE INTO trials (protocol, dataset, strategy, trial_seed, fingerprint, status, aubc,"
-                " aubc_by_metric, query_hash, error, seconds, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                " aubc_by_metric, query_hash, error, warnings, seconds, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (result.protocol, result.dataset, result.strategy, result.trial_seed, fingerprint, result.status,
-                 result.aubc, json.dumps(result.aubc_by_metric), result.query_hash, result.error, result.seconds,
+                 result.aubc, json.dumps(result.aubc_by_metric), result.query_hash, result.error,
+                 json.dumps(result.warnings), result.seconds,
                  datetime.now(timezone.utc).isoformat(timespec="seconds")),
             )
             if cursor.rowcount == 0:
@@ -151,12 +153,12 @@ class ResultStore:
         """Stored trials in seed order (restricted to ``seeds`` when given), rounds included."""
         wanted = None if seeds is None else set(seeds)
         rows = self._db.execute(
-            "SELECT id, trial_seed, status, aubc, aubc_by_metric, error, seconds FROM trials"
+            "SELECT id, trial_seed, status, aubc, aubc_by_metric, error, seconds, warnings FROM trials"
             " WHERE protocol=? AND dataset=? AND strategy=? AND fingerprint=? ORDER BY trial_seed",
             (protocol, dataset, strategy, fingerprint),
         ).fetchall()
         results = []
-        for trial_id, seed, status, aubc, by_metric, error, seconds in rows:
+        for trial_id, seed, status, aubc, by_metric, error, seconds, warned in rows:
             if wanted is not None and seed not in wanted:
                 continue
             rounds = [
@@ -166,7 +168,8 @@ class ResultStore:
                     " FROM rounds WHERE trial_id=? ORDER BY round", (trial_id,))
             ]
             results.append(TrialResult(protocol, dataset, strategy, seed, status, aubc,
-                                       json.loads(by_metric or "{}"), rounds, error, seconds))
+                                       json.loads(by_metric or "{}"), rounds, error, seconds,
+                                       json.loads(warned or "[]")))
         return results
 
     def count(self) -> int:

@@ -133,3 +133,11 @@ def test_jobs_do_not_change_results(lu2023):
     parallel = {(r.strategy, r.trial_seed): (r.aubc, r.query_hash) for r in run_tasks(tasks, jobs=2)}
     assert serial == parallel
     assert len(serial) == 6
+
+
+def test_library_warnings_are_recorded_with_the_trial_not_printed(lu2023, sonar, recwarn):
+    """DWUS divides by zero on standardised sonar (libact warns); the trial keeps the warning."""
+    result = run_trial(lu2023, "sonar", sonar.X, sonar.y, "dwus", 0)
+    assert result.status == "ok"
+    assert any(w.startswith("RuntimeWarning: invalid value encountered in divide") for w in result.warnings)
+    assert not [w for w in recwarn if "invalid value" in str(w.message)]
