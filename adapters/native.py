@@ -430,10 +430,13 @@ class InformativeDiverse(QueryStrategy):
 class MarginClusterMean(QueryStrategy):
     """Representative margin cluster mean sampling (Xu, Yu, Tresp, Xu & Wang 2003).
 
-    The candidates inside the margin of the fitted query model (``margin_scores`` below
-    ``margin``; for a binary SVM that is |f(x)| < 1; for more classes the top-two gap of
-    the decision values, a heuristic) are clustered by k-means with k = batch_size
-    (k-means++, one initialisation, the strategy's ``random_state``), and the in-margin
+    The candidates inside the margin of the fitted query model are clustered by k-means
+    with k = batch_size. ``margin="labeled"`` (default) counts a candidate as inside when
+    it lies closer to the boundary than every labeled row (``margin_scores`` below the
+    smallest labeled one): the region the labeled data has not covered yet, as the Google
+    toolbox's sampler defines it. A number instead is a fixed threshold (1.0 is the SVM's
+    margin |f(x)| < 1; for more classes the top-two gap, a heuristic). Clustering uses
+    k-means++, one initialisation, the strategy's ``random_state``; the in-margin
     candidate nearest (euclidean) to each centroid is queried, centroid by centroid,
     skipping rows already taken; ties go to the first in candidate order. At batch size 1
     the single centroid is the mean of the in-margin candidates, so the pick is the
@@ -444,11 +447,20 @@ class MarginClusterMean(QueryStrategy):
 
     implements = "margin cluster mean sampling"
     model_use = "fitted"
-    param_defaults = {"margin": 1.0}
+    param_defaults = {"margin": "labeled"}
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        margin = self.params["margin"]
+        if margin != "labeled" and not isinstance(margin, (int, float)):
+            raise AuditError(f"mcm margin must be 'labeled' or a number, not {margin!r}")
 
     def _select(self, X, y, model, batch_size, candidates, rng):
         scores = margin_scores(model, X[candidates])
-        inside = np.flatnonzero(scores < float(self.params["margin"]))
+        threshold = self.params["margin"]
+        if threshold == "labeled":
+            threshold = margin_scores(model, X[y != MISSING]).min()
+        inside = np.flatnonzero(scores < float(threshold))
         if inside.size < batch_size:
             return candidates[np.argsort(scores, kind="stable")[:batch_size]]
         points = X[candidates[inside]]

@@ -407,10 +407,10 @@ def test_mcm_queries_in_margin_points_nearest_the_cluster_centres():
     inside = candidates[np.abs(model.decision_function(X[candidates])) < 1]
     assert inside.size >= 10
     for batch in BATCH_SIZES:
-        picked = MarginClusterMean(random_state=0).query(X, y, model, batch, candidates, None)
+        picked = MarginClusterMean(margin=1.0, random_state=0).query(X, y, model, batch, candidates, None)
         assert set(picked.tolist()) <= set(inside.tolist())
     # batch 1: the in-margin candidate nearest the mean of the in-margin candidates
-    (one,) = MarginClusterMean().query(X, y, model, 1, candidates, None)
+    (one,) = MarginClusterMean(margin=1.0).query(X, y, model, 1, candidates, None)
     mean = X[inside].mean(axis=0)
     assert one == inside[np.argmin(((X[inside] - mean) ** 2).sum(axis=1))]
 
@@ -421,7 +421,7 @@ def test_mcm_batch_follows_kmeans_centroids():
     X, cluster = blobs([[0, 0], [0, 6], [0, 12]], per=15, scale=0.5, seed=1)
     model = FixedModel(lambda X: 0.1 * X[:, 0])  # everything is inside the margin
     y = np.full(len(X), MISSING)
-    picked = MarginClusterMean(random_state=0).query(X, y, model, 3, np.arange(len(X)), None)
+    picked = MarginClusterMean(margin=1.0, random_state=0).query(X, y, model, 3, np.arange(len(X)), None)
     assert sorted(cluster[picked].tolist()) == [0, 1, 2]
     centers = KMeans(3, n_init=1, random_state=0).fit(X).cluster_centers_
     expected = [int(np.argmin(((X - c) ** 2).sum(axis=1))) for c in centers]
@@ -433,8 +433,8 @@ def test_mcm_falls_back_to_the_smallest_margins_when_few_are_inside():
     model = FixedModel(lambda X: X[:, 0] - 9.5)  # only rows 9 and 10 are inside |f| < 1
     y = np.full(20, MISSING)
     candidates = np.arange(20)
-    assert sorted(MarginClusterMean().query(X, y, model, 2, candidates, None).tolist()) == [9, 10]
-    assert MarginClusterMean().query(X, y, model, 5, candidates, None).tolist() == [9, 10, 8, 11, 7]
+    assert sorted(MarginClusterMean(margin=1.0).query(X, y, model, 2, candidates, None).tolist()) == [9, 10]
+    assert MarginClusterMean(margin=1.0).query(X, y, model, 5, candidates, None).tolist() == [9, 10, 8, 11, 7]
 
 
 # --- through the runner -------------------------------------------------------------
@@ -452,3 +452,25 @@ def test_runs_a_sonar_trial_deterministically(lu2023, sonar, name):
     assert a.query_hash == b.query_hash and a.aubc == b.aubc
     queried = [q for r in a.rounds for q in r.queried]
     assert len(queried) == len(set(queried)) == a.rounds[-1].n_labeled - a.rounds[0].n_labeled
+
+
+def test_mcm_default_margin_is_the_region_closer_than_every_labeled_row():
+    """Default "labeled": inside means nearer the boundary than the nearest labeled row."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(80, 2))
+    y_true = (X[:, 0] > 0).astype(np.int64)
+    y = np.full(80, MISSING, dtype=np.int64)
+    labeled = np.concatenate([np.flatnonzero(y_true == 0)[:6], np.flatnonzero(y_true == 1)[:6]])
+    y[labeled] = y_true[labeled]
+    from sklearn.svm import SVC
+
+    model = SVC(kernel="linear").fit(X[labeled], y[labeled])
+    candidates = np.flatnonzero(y == MISSING)
+    threshold = np.abs(model.decision_function(X[labeled])).min()
+    inside = candidates[np.abs(model.decision_function(X[candidates])) < threshold]
+    (pick,) = MarginClusterMean().query(X, y, model, 1, candidates, None)
+    assert pick in inside
+    nearest_mean = inside[np.argmin(((X[inside] - X[inside].mean(axis=0)) ** 2).sum(axis=1))]
+    assert pick == nearest_mean
+    with pytest.raises(AuditError):
+        MarginClusterMean(margin="wide")
