@@ -12,19 +12,12 @@ import adapters
 from adapters import MISSING, QueryStrategy
 from audit.errors import AuditError
 from audit.models import ModelSpec
+from tests.conftest import toy_pool as pool
 
 QUERY_MODEL = ModelSpec("lr", {"C": 1.0})
 AVAILABLE = [name for name in adapters.implementations() if adapters.unavailable_reason(name) is None]
 
 
-def pool(n=60, n_labeled=10, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 4))
-    y_true = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.int64)
-    y = np.full(n, MISSING, dtype=np.int64)
-    labeled = np.concatenate([np.flatnonzero(y_true == 0)[:n_labeled // 2], np.flatnonzero(y_true == 1)[:n_labeled // 2]])
-    y[labeled] = y_true[labeled]
-    return X, y, y_true
 
 
 def make(name: str, seed: int = 0) -> QueryStrategy:

@@ -19,6 +19,7 @@ from audit.models import ModelSpec
 from audit.protocols import StrategySpec, load_protocol
 from audit.runner import run_trial
 from audit.splits import make_split
+from tests.conftest import toy_pool as pool, single_strategy
 
 LR = ModelSpec("lr", {"C": 1.0})
 LU2023 = load_protocol("lu2023")
@@ -33,24 +34,10 @@ SPECS = {
 AVAILABLE = [s for s in SPECS if adapters.unavailable_reason(f"skactiveml.{s}") is None]
 
 
-def short(spec: StrategySpec, budget: int = 5):
-    return dataclasses.replace(LU2023, budget_size=budget, strategies={spec.id: spec})
 
 
-@pytest.fixture(scope="module")
-def sonar():
-    return load_dataset("sonar")
 
 
-def pool(n=60, n_labeled=10, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 4))
-    y_true = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.int64)
-    y = np.full(n, MISSING, dtype=np.int64)
-    labeled = np.concatenate([np.flatnonzero(y_true == 0)[:n_labeled // 2],
-                              np.flatnonzero(y_true == 1)[:n_labeled // 2]])
-    y[labeled] = y_true[labeled]
-    return X, y, y_true
 
 
 def test_every_strategy_is_available_here():
@@ -59,7 +46,7 @@ def test_every_strategy_is_available_here():
 
 @pytest.mark.parametrize("sid", AVAILABLE)
 def test_replays_a_few_rounds_deterministically(sid, sonar):
-    protocol = short(SPECS[sid])
+    protocol = single_strategy(LU2023, SPECS[sid])
     first = run_trial(protocol, "sonar", sonar.X, sonar.y, sid, 0)
     assert first.status == "ok", first.error
     assert len(first.rounds) == 6 and all(len(r.queried) == 1 for r in first.rounds[1:])
@@ -69,7 +56,7 @@ def test_replays_a_few_rounds_deterministically(sid, sonar):
 
 @pytest.mark.parametrize("sid", AVAILABLE)
 def test_picks_do_not_depend_on_hidden_labels(sid, sonar):
-    protocol = short(SPECS[sid])
+    protocol = single_strategy(LU2023, SPECS[sid])
     first = run_trial(protocol, "sonar", sonar.X, sonar.y, sid, 0)
     assert first.status == "ok", first.error
     split = make_split(protocol, sonar.y, 0)
