@@ -6,12 +6,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import adapters
+from audit import oracles
 from audit.errors import AuditError
 from audit.protocols import Protocol, available_protocols, load_protocol
 
 CANONICAL_STRATEGIES = (
     "uniform", "us-c", "us-nc", "qbc", "hintsvm", "quire", "albl", "dwus", "vr",
     "coreset", "graph", "hier", "infodiv", "mcm", "eer", "bmdr", "spal", "lal",
+    "bso", "greedy-oracle",  # reference oracles (audit/oracles.py): they use the test labels
 )
 
 
@@ -32,15 +34,18 @@ def capability(protocol: Protocol, strategy: str) -> Capability:
         return Capability(protocol.name, strategy, "-", "-", {}, "-", "-", "not in protocol")
     spec = protocol.strategies[strategy]
     query_model = protocol.query_model_for(spec)
-    reason = adapters.unavailable_reason(spec.implementation)
+    oracle = oracles.is_oracle(spec.implementation)
+    reason = (oracles.unavailable_reason if oracle else adapters.unavailable_reason)(spec.implementation)
     try:
-        cls = adapters.strategy_class(spec.implementation)
+        cls = oracles.oracle_class(spec.implementation) if oracle else adapters.strategy_class(spec.implementation)
         library, batch = cls.library_version(), "yes" if cls.batch else "no"
         params = {**cls.param_defaults, **spec.params}
     except AuditError:
         library, batch, params = spec.implementation.split(".")[0], "-", dict(spec.params)
     model = "none" if query_model is None else str(query_model)
-    if spec.query_model == "task":
+    if oracle:
+        model = "task model scored on the test labels"
+    elif spec.query_model == "task":
         model += " (task model)"
     return Capability(protocol.name, strategy, spec.implementation, library, params, model, batch,
                       "available" if reason is None else f"unavailable: {reason}")

@@ -25,7 +25,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         strategies=_csv(args.strategies) if args.strategies else None,
         trials=args.trials, jobs=args.jobs, data_dir=args.data_dir, store=args.store, out=args.out,
         batch_size=args.batch_size, trial_timeout=args.trial_timeout,
-        progress=not args.no_progress, retry_errors=args.retry_errors,
+        progress=not args.no_progress, retry_errors=args.retry_errors, no_diagnose=args.no_diagnose,
     ))
     for line in provenance_lines(outcome.report):
         print(line)
@@ -85,6 +85,75 @@ def _crosscheck(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stats(args: argparse.Namespace) -> int:
+    from audit.stats import run_command
+
+    datasets = _csv(args.datasets) if hasattr(args, "datasets") else [args.dataset]
+    text, out_dir = run_command(args.command, args.protocol, datasets,
+                                _csv(args.strategies) if args.strategies else None, args.trials, args.jobs,
+                                args.data_dir, args.store, args.out, not args.no_progress,
+                                getattr(args, "samples", 1000))
+    print(text)
+    print(f"\ntables: {out_dir}/{args.command}.csv")
+    return 0
+
+
+def _lint(args: argparse.Namespace) -> int:
+    from audit.datasets import load_dataset
+    from audit.diagnose.detectors import lint
+    from audit.protocols import load_protocol
+
+    data = load_dataset(args.dataset, args.data_dir) if args.dataset else None
+    for finding in lint(load_protocol(args.protocol), data):
+        print(finding.line())
+    return 0
+
+
+def _diagnose(args: argparse.Namespace) -> int:
+    from audit.protocols import load_protocol
+    from audit.reproduce import ReproduceRequest, reproduce
+
+    _lint(args)
+    protocol = load_protocol(args.protocol)
+    if not protocol.released:
+        print(f"{protocol.name} names no released-code protocol ([diagnosis] released): detectors only")
+        return 0
+    outcome = reproduce(ReproduceRequest(
+        protocol=protocol, dataset=args.dataset, strategies=_csv(args.strategies) if args.strategies else None,
+        trials=args.trials, jobs=args.jobs, data_dir=args.data_dir, store=args.store, out=args.out,
+        progress=not args.no_progress,
+    ))
+    for cell in outcome.report["strategies"]:
+        if cell.get("status") == "ok":
+            print(f"{cell['strategy']}: {cell['verdict']}"
+                  + (f"; {cell['diagnosis']['summary']}" if cell.get("diagnosis") else ""))
+    print(f"report: {outcome.out_dir}/report.md")
+    return 0
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    from audit.gate import create_baseline, load_suite
+
+    suite = load_suite(args.suite)
+    out = args.out or f"reference_results/baselines/{suite.name}.json"
+    baseline = create_baseline(suite, out, jobs=args.jobs, data_dir=args.data_dir, progress=not args.no_progress)
+    print(f"baseline {out}: suite {suite.name}, protocol {suite.protocol.name} (spec {suite.protocol.spec_hash}), "
+          f"{len(suite.datasets)} data sets x {len(suite.strategies)} strategies x "
+          f"{suite.trials or len(suite.seeds)} trials, {baseline['seconds']:g} s")
+    print("environment: " + ", ".join(f"{k} {v}" for k, v in baseline["environment"].items()))
+    return 0
+
+
+def _gate(args: argparse.Namespace) -> int:
+    from audit.gate import format_summary, gate
+
+    report = gate(args.baseline, margin=args.margin, alpha=args.alpha, strict=args.strict, protocol=args.protocol,
+                  jobs=args.jobs, data_dir=args.data_dir, out=args.out, progress=not args.no_progress)
+    print(format_summary(report))
+    print(f"reports: {report['out_dir']}/summary.md, junit.xml, gate.json; exit {report['exit_code']}")
+    return report["exit_code"]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="audit", description="Replay published active-learning protocols "
                                      "through the real libraries and audit the published numbers.")
@@ -125,6 +194,69 @@ def build_parser() -> argparse.ArgumentParser:
     cc.add_argument("--out", help="report directory (default reports/crosscheck-<dataset>)")
     cc.add_argument("--no-progress", action="store_true", help="no progress bar")
     cc.set_defaults(func=_crosscheck)
+
+    for name, help_text in (("usefulness", "AUBC gain over Uniform per strategy and data set, paired t-test "
+                                           "(lu2023 Section 5.3)"),
+                            ("rank", "average rank by trial, Friedman test, Nemenyi CD (lu2023 Table 3)"),
+                            ("wtl", "pairwise win/tie/loss over data sets, 0.5%% tie band (zhan2021 Table 4)"),
+                            ("runs-needed", "how often k trials change the ranking or the sign against Uniform")):
+        sp = sub.add_parser(name, help=help_text)
+        sp.add_argument("--protocol", required=True, help="protocol name or .toml file")
+        if name == "runs-needed":
+            sp.add_argument("--dataset", required=True, help="data set name")
+            sp.add_argument("--samples", type=int, default=1000, help="subsets per k (default %(default)s)")
+        else:
+            sp.add_argument("--datasets", required=True, help="comma-separated data set names")
+        sp.add_argument("--strategies", help="comma-separated strategy ids (default: all available)")
+        sp.add_argument("--trials", type=int, help="number of trials (default: the protocol's)")
+        sp.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
+        sp.add_argument("--data-dir", help="directory of the LIBSVM files")
+        sp.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
+        sp.add_argument("--out", help=f"output directory (default reports/{name}-<protocol>)")
+        sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+        sp.set_defaults(func=_stats)
+
+    rep.add_argument("--no-diagnose", action="store_true",
+                     help="no counterfactual replays of discrepant cells (see `audit diagnose`)")
+    li = sub.add_parser("lint", help="static detectors of settings known to move published AUBCs")
+    li.add_argument("protocol", help="protocol name or .toml file")
+    li.add_argument("--dataset", help="data set for the data-dependent detectors (pool order, duplicates...)")
+    li.add_argument("--data-dir", help="directory of the LIBSVM files")
+    li.set_defaults(func=_lint)
+    dg = sub.add_parser("diagnose", help="detectors, then replay discrepant cells one released-code knob at a time")
+    dg.add_argument("protocol", help="protocol name or .toml file")
+    dg.add_argument("--dataset", required=True, help="data set name")
+    dg.add_argument("--strategies", help="comma-separated strategy ids (default: all available)")
+    dg.add_argument("--trials", type=int, help="number of trials (default: the protocol's)")
+    dg.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
+    dg.add_argument("--data-dir", help="directory of the LIBSVM files")
+    dg.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
+    dg.add_argument("--out", help="report directory (default reports/<protocol>-<dataset>)")
+    dg.add_argument("--no-progress", action="store_true", help="no progress bar")
+    dg.set_defaults(func=_diagnose)
+
+    bl = sub.add_parser("baseline", help="replay a suite here and record it for `audit gate` (CI gating)")
+    bl.add_argument("action", choices=["create"], help="create: replay the suite and write the baseline file")
+    bl.add_argument("--suite", required=True, help="a shipped suite (smoke, standard) or a suite .toml/.yaml file")
+    bl.add_argument("--out", help="baseline file (default reference_results/baselines/<suite>.json)")
+    bl.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
+    bl.add_argument("--data-dir", help="directory of the LIBSVM files")
+    bl.add_argument("--no-progress", action="store_true", help="no progress bar")
+    bl.set_defaults(func=_baseline)
+
+    gt = sub.add_parser("gate", help="replay a baseline here: identical, equivalent, drift or inconclusive per cell")
+    gt.add_argument("--baseline", required=True, help="baseline file written by `audit baseline create`")
+    gt.add_argument("--margin", type=float, default=0.005, help="equivalence margin on AUBC (default %(default)s)")
+    gt.add_argument("--alpha", type=float, default=0.05, help="level of the equivalence and difference tests "
+                    "(default %(default)s)")
+    gt.add_argument("--strict", action="store_true", help="exit 2 when a cell is inconclusive")
+    gt.add_argument("--protocol", help="replay under this protocol (name or .toml file) instead of the baseline's "
+                    "recorded spec, e.g. one with a changed default; the suite's strategies and bindings are kept")
+    gt.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
+    gt.add_argument("--data-dir", help="directory of the LIBSVM files")
+    gt.add_argument("--out", help="report directory for summary.md, junit.xml, gate.json (default reports/gate-<suite>)")
+    gt.add_argument("--no-progress", action="store_true", help="no progress bar")
+    gt.set_defaults(func=_gate)
 
     pr = sub.add_parser("protocols", help="list protocols; `audit protocols show NAME` prints one")
     pr.add_argument("action", nargs="?", choices=["show"], help="show one protocol")

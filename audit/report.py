@@ -61,24 +61,30 @@ def _seed_ranges(seeds: list[int]) -> str:
     return ",".join(parts)
 
 
+ORACLE_MARK = " (oracle)"
+ORACLE_NOTE = "(oracle): uses the test labels to choose its queries; a reference bound, not a query strategy"
+
+
 def format_table(report: dict[str, Any]) -> str:
-    """The terminal / Markdown table of the cells."""
+    """The terminal / Markdown table of the cells; oracles are marked, with a note under the table."""
     scale = report["protocol"]["scale"]
     header = ("strategy", "library", "n", "mean", "sd", "95% CI", "99% CI", "published", "verdict")
     rows = []
     for c in report["strategies"]:
+        name = c["strategy"] + ORACLE_MARK * bool(c.get("uses_test_labels"))
         if c["status"] == "unavailable":
-            rows.append((c["strategy"], c["library"], "-", "-", "-", "-", "-", _pct(scale, c["published_mean"]),
+            rows.append((name, c["library"], "-", "-", "-", "-", "-", _pct(scale, c["published_mean"]),
                          f"unavailable: {c['reason']}"))
             continue
         failed = [f"{c['n_errors']} errors"] * bool(c["n_errors"]) + [f"{c.get('n_tle', 0)} TLE"] * bool(c.get("n_tle"))
         errors = f" ({', '.join(failed)})" if failed else ""
-        rows.append((c["strategy"], c["library"], f"{c['n_trials']}{errors}", _pct(scale, c["mean"]),
+        rows.append((name, c["library"], f"{c['n_trials']}{errors}", _pct(scale, c["mean"]),
                      _pct(scale, c["sd"]), _interval(scale, c["ci95"]), _interval(scale, c["ci99"]),
                      _pct(scale, c["published_mean"]), c["verdict"]))
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+    notes = [ORACLE_NOTE] if any(c.get("uses_test_labels") for c in report["strategies"]) else []
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows), *notes])
 
 
 def _markdown(report: dict[str, Any]) -> str:
@@ -98,6 +104,16 @@ def _markdown(report: dict[str, Any]) -> str:
             mismatch = "" if r["aubc_variant"] == p["aubc_variant"] else \
                 f" (published with AUBC variant {r['aubc_variant']}, replayed with {p['aubc_variant']})"
             out.append(f"- {c['strategy']}: {r['paper']} {r['table']}, row '{r['row']}' ({r['source']}){mismatch}{extra}")
+        out.append("")
+    diagnosed = [c for c in report["strategies"] if c.get("diagnosis")]
+    if diagnosed:
+        out += ["## Diagnosis", "", f"Each discrepant cell replayed with one knob of "
+                f"`{diagnosed[0]['diagnosis']['released']}` (the released code) at a time:", ""]
+        for c in diagnosed:
+            out.append(f"- {c['strategy']}: {c['diagnosis']['summary']}")
+            out += [f"  - {h['label']} (`{h['protocol']}`): mean {h['mean']:.4f}, 95% CI "
+                    f"[{h['ci95'][0]:.4f}, {h['ci95'][1]:.4f}], n={h['n']}"
+                    f"{', published inside' if h['inside'] else ''}" for h in c["diagnosis"]["hypotheses"]]
         out.append("")
     problems = [c for c in report["strategies"] if c.get("errors")]
     if problems:

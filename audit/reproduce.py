@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import sys
 import time
@@ -13,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 import adapters
+from audit import oracles
 from audit.compare import CONSISTENT, NO_REFERENCE, summarise, verdict, welch
 from audit.datasets import Dataset, label_runs, load_dataset
 from audit.errors import AuditError
@@ -41,6 +43,7 @@ class ReproduceRequest:
     retry_errors: bool = False
     batch_size: int | None = None  # None: the protocol's
     trial_timeout: float | None = None  # seconds; a slower trial is recorded as TLE
+    no_diagnose: bool = False  # skip the counterfactual replays of discrepant cells
 
 
 @dataclass
@@ -67,7 +70,9 @@ def choose_strategies(protocol: Protocol, requested: Sequence[str] | None) -> tu
         ids = sorted(protocol.strategies, key=lambda s: rank.get(s, len(rank)))
     unavailable = {}
     for sid in ids:
-        reason = adapters.unavailable_reason(protocol.strategy(sid).implementation)
+        implementation = protocol.strategy(sid).implementation
+        reason = (oracles.unavailable_reason if oracles.is_oracle(implementation)
+                  else adapters.unavailable_reason)(implementation)
         if reason:
             unavailable[sid] = reason
     if requested and unavailable:
@@ -88,7 +93,8 @@ def pick_reference(protocol: Protocol, dataset: str, strategy: str) -> Reference
 
 def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialResult]) -> dict[str, Any]:
     spec = protocol.strategy(strategy)
-    cls = adapters.strategy_class(spec.implementation)
+    oracle = oracles.is_oracle(spec.implementation)
+    cls = oracles.oracle_class(spec.implementation) if oracle else adapters.strategy_class(spec.implementation)
     ok = [r for r in results if r.status == "ok"]
     summary = summarise([r.aubc for r in ok], protocol.sd_ddof)
     ref = pick_reference(protocol, dataset, strategy)
@@ -100,6 +106,7 @@ def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialRe
         "query_model": None if query_model is None else str(query_model),
         "query_model_is_task_model": spec.query_model == "task"
         or (query_model is not None and query_model.key == protocol.task_model.key),
+        "uses_test_labels": oracle,  # an oracle: a reference bound, not a query strategy
         "n_trials": summary.n, "n_errors": sum(r.status == "error" for r in results),
         "n_tle": sum(r.status == "tle" for r in results),
         "errors": [{"trial_seed": r.trial_seed, "status": r.status, "error": r.error}
@@ -187,7 +194,10 @@ def execute_replay(plan: ReplayPlan, request: ReproduceRequest, store: ResultSto
             done[sid] -= {r.trial_seed for r in store.trials(protocol.name, name, sid, fingerprint)
                           if r.status != "ok"}
     # Seed-major order: every strategy finishes a first trial early, for the time estimate.
-    tasks = [TrialTask(protocol, name, request.data_dir, sid, s, request.trial_timeout)
+    # An oracle trial gets the jobs inside it (its candidate evaluations), see _run.
+    inner = {sid: request.jobs if oracles.is_oracle(protocol.strategy(sid).implementation) else 1
+             for sid in plan.strategies}
+    tasks = [TrialTask(protocol, name, request.data_dir, sid, s, request.trial_timeout, inner[sid])
              for s in seeds for sid in plan.strategies if s not in done[sid]]
     reused = sum(len(d) for d in done.values())
     log(f"plan: {len(plan.strategies)} strategies ({', '.join(plan.strategies)}) x {len(seeds)} trials on {name}, "
@@ -214,10 +224,18 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
             curve = _curves(results)
             if curve is not None:
                 curves[sid] = curve
+        if protocol.released and not request.no_diagnose:  # counterfactual replays of discrepant cells
+            from audit.diagnose.counterfactual import diagnose_cell, is_discrepant
+
+            for cell in cells:
+                if is_discrepant(cell):
+                    cell["diagnosis"] = diagnose_cell(protocol, name, cell, request, store, log)
         for sid, reason in plan.unavailable.items():
             ref = pick_reference(protocol, name, sid)
+            implementation = protocol.strategy(sid).implementation
             cells.append({"strategy": sid, "status": "unavailable", "reason": reason,
-                          "implementation": protocol.strategy(sid).implementation, "library": "-",
+                          "implementation": implementation, "library": "-",
+                          "uses_test_labels": oracles.is_oracle(implementation),
                           "published_mean": ref.mean_fraction if ref else None, "verdict": "unavailable"})
         report = {
             "protocol": {"name": protocol.name, "title": protocol.title, "spec_hash": protocol.spec_hash,
@@ -242,8 +260,9 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
 
 
 def estimate_seconds(tasks: list[TrialTask], seconds_per_trial: dict[str, float], jobs: int) -> float:
-    """Wall time left: each strategy's measured seconds per trial times its remaining trials, over the jobs."""
-    return sum(seconds_per_trial[t.strategy] for t in tasks) / jobs
+    """Wall time left: each strategy's measured seconds per trial times its remaining trials,
+    over the jobs (a trial parallel inside, an oracle's, was measured with its jobs already)."""
+    return sum(seconds_per_trial[t.strategy] / (1 if t.jobs > 1 else jobs) for t in tasks)
 
 
 def _run(tasks: list[TrialTask], request: ReproduceRequest, store: ResultStore, fingerprint: str, log) -> None:
@@ -258,7 +277,10 @@ def _run(tasks: list[TrialTask], request: ReproduceRequest, store: ResultStore, 
     with tqdm(total=len(tasks), unit="trial", desc="trials", disable=not request.progress,
               file=sys.stderr, mininterval=0.5, dynamic_ncols=True) as bar:
         failed = 0
-        for result in run_tasks(tasks, request.jobs):
+        # Trials parallel inside (oracles with --jobs > 1) run one at a time after the others.
+        results = itertools.chain(run_tasks([t for t in tasks if t.jobs == 1], request.jobs),
+                                  run_tasks([t for t in tasks if t.jobs > 1], 1))
+        for result in results:
             store.save(result, fingerprint)
             remaining.remove(next(t for t in remaining if (t.strategy, t.trial_seed)
                                   == (result.strategy, result.trial_seed)))

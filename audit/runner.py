@@ -127,10 +127,11 @@ def _time_limit(seconds: float | None):
 
 def run_trial(
     protocol: Protocol, dataset_name: str, X: np.ndarray, y: np.ndarray, strategy_id: str, trial_seed: int,
-    time_limit: float | None = None,
+    time_limit: float | None = None, jobs: int = 1,
 ) -> TrialResult:
     """Replay one trial; a failure of the strategy or its library becomes an error result,
-    a trial over ``time_limit`` seconds a "tle" result (as lu2023 Table 3 reports TLE)."""
+    a trial over ``time_limit`` seconds a "tle" result (as lu2023 Table 3 reports TLE).
+    ``jobs`` > 1 lets an oracle evaluate its candidates in that many processes (same result)."""
     result = TrialResult(protocol.name, dataset_name, strategy_id, trial_seed, "error")
     start = time.perf_counter()
     caught: list[warnings.WarningMessage] = []
@@ -142,7 +143,7 @@ def run_trial(
             warnings.simplefilter("default")
             warnings.filterwarnings("ignore", message="The `probability` parameter was deprecated",
                                     category=FutureWarning)
-            result.rounds = _replay(protocol, X, y, protocol.strategy(strategy_id), trial_seed)
+            result.rounds = _replay(protocol, X, y, protocol.strategy(strategy_id), trial_seed, jobs)
         metric_values = {m: [getattr(r, m) for r in result.rounds] for m in METRICS}
         n_labeled = [r.n_labeled for r in result.rounds]
         variant = get_variant(protocol.aubc_variant)
@@ -163,7 +164,12 @@ def run_trial(
     return result
 
 
-def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec, trial_seed: int) -> list[RoundRecord]:
+def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec, trial_seed: int,
+            jobs: int = 1) -> list[RoundRecord]:
+    from audit import oracles
+
+    if oracles.is_oracle(spec.implementation):  # oracles need the test labels: never through adapters
+        return oracles.replay(protocol, X, y, spec, trial_seed, jobs)
     split = make_split(protocol, y, trial_seed)
     if isinstance(split, str):
         raise AuditError(f"trial seed {trial_seed} is not valid for this protocol: {split}")
@@ -247,13 +253,15 @@ class TrialTask:
     strategy: str
     trial_seed: int
     time_limit: float | None = None
+    jobs: int = 1  # processes inside the trial (oracles only)
 
 
 def execute_task(task: TrialTask) -> TrialResult:
     from audit.datasets import load_dataset
 
     data = load_dataset(task.dataset, task.data_dir)
-    return run_trial(task.protocol, task.dataset, data.X, data.y, task.strategy, task.trial_seed, task.time_limit)
+    return run_trial(task.protocol, task.dataset, data.X, data.y, task.strategy, task.trial_seed, task.time_limit,
+                     task.jobs)
 
 
 def run_tasks(tasks: Iterable[TrialTask], jobs: int = 1) -> Iterator[TrialResult]:

@@ -7,7 +7,9 @@ gives the same train/test split and initial set as that code.
 """
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -49,6 +51,8 @@ def _has_classes(y: np.ndarray, rows: np.ndarray, n_classes: int, minimum: int) 
 def make_split(protocol: Protocol, y: np.ndarray, trial_seed: int) -> TrialSplit | str:
     """The trial's split, or the reason the seed is skipped."""
     spec: SplitSpec = protocol.split
+    if spec.method == "zhan2021-released":
+        return _released_split(spec, y, trial_seed)
     n_classes = int(y.max()) + 1
     n = y.size
     rows = np.arange(n)
@@ -73,6 +77,81 @@ def make_split(protocol: Protocol, y: np.ndarray, trial_seed: int) -> TrialSplit
     if spec.pool_order == "file":
         pool = np.sort(pool)
     return TrialSplit(trial_seed, test, labeled.copy(), pool.copy())
+
+
+RELEASED_SEED = 4666
+
+
+class _ReleasedSequence:
+    """zhan2021's released split calls, replayed in sequence from one global ``random.seed(4666)``.
+
+    Our best reading of that code (we cannot run it), per trial k = 0, 1, ...:
+    ``test = random.sample(range(n), int(test_ratio * n))``; train = the other rows in file
+    order; ``initial = random.sample(train, initial_labels)``, redrawn until every class has
+    ``min_per_class`` rows; pool = the rest of train in file order. Trial k therefore
+    depends on every draw of trials 0..k-1, so the splits are computed once, in order,
+    and kept (extended lazily) instead of re-simulated per trial.
+    """
+
+    def __init__(self, y: np.ndarray, test_ratio: float, initial_labels: int, min_per_class: int):
+        self.y, self.test_ratio, self.initial_labels, self.min_per_class = y, test_ratio, initial_labels, min_per_class
+        self.rng = random.Random(RELEASED_SEED)
+        self.splits: list[TrialSplit | str] = []
+        self.redraws: list[int] = []  # extra initial draws per trial, for the diagnosis
+
+    def _next(self, trial: int) -> TrialSplit | str:
+        y, n = self.y, self.y.size
+        n_classes = int(y.max()) + 1
+        test = self.rng.sample(range(n), int(self.test_ratio * n))
+        in_test = set(test)
+        train = [i for i in range(n) if i not in in_test]
+        for draw in range(MAX_REDRAWS):
+            labeled = self.rng.sample(train, self.initial_labels)
+            if _has_classes(y, np.array(labeled), n_classes, self.min_per_class):
+                self.redraws.append(draw)
+                break
+        else:
+            self.redraws.append(MAX_REDRAWS)
+            return f"no initial set with {self.min_per_class} per class in {MAX_REDRAWS} draws"
+        chosen = set(labeled)
+        pool = [i for i in train if i not in chosen]
+        return TrialSplit(trial, np.array(test), np.array(labeled), np.array(pool))
+
+    def get(self, trial: int) -> TrialSplit | str:
+        while len(self.splits) <= trial:
+            self.splits.append(self._next(len(self.splits)))
+        return self.splits[trial]
+
+
+@lru_cache(maxsize=16)
+def _released_sequence(y_bytes: bytes, test_ratio: float, initial_labels: int, min_per_class: int) -> _ReleasedSequence:
+    return _ReleasedSequence(np.frombuffer(y_bytes, dtype=np.int64), test_ratio, initial_labels, min_per_class)
+
+
+def released_redraws(spec: SplitSpec, y: np.ndarray, trial_seed: int) -> int:
+    """How many initial sets trial k of the released sequence drew and threw away."""
+    sequence = _released_sequence(np.asarray(y, dtype=np.int64).tobytes(), spec.test_ratio, spec.initial_labels,
+                                  spec.min_per_class if spec.initial_rule == "redraw" else 0)
+    sequence.get(trial_seed)
+    return sequence.redraws[trial_seed]
+
+
+def _released_split(spec: SplitSpec, y: np.ndarray, trial_seed: int) -> TrialSplit | str:
+    """Trial k of the released sequence (seeds below 0 do not exist in it)."""
+    if spec.initial_labels >= int(y.size * (1 - spec.test_ratio)):
+        return f"{spec.initial_labels} initial labels leave no pool"
+    minimum = spec.min_per_class if spec.initial_rule == "redraw" else 0
+    sequence = _released_sequence(np.asarray(y, dtype=np.int64).tobytes(), spec.test_ratio,
+                                  spec.initial_labels, minimum)
+    split = sequence.get(trial_seed)
+    if isinstance(split, str):
+        return split
+    if spec.initial_rule == "skip-seed" and not _has_classes(y, split.labeled, int(y.max()) + 1, spec.min_per_class):
+        return f"the initial labels have fewer than {spec.min_per_class} of some class"
+    if spec.pool_order == "shuffled":  # a counterfactual: the released draws with a shuffled pool
+        pool = np.random.default_rng([RELEASED_SEED, trial_seed]).permutation(split.pool)
+        return TrialSplit(trial_seed, split.test, split.labeled, pool)
+    return split
 
 
 def plan_seeds(protocol: Protocol, y: np.ndarray, n_trials: int | None = None) -> tuple[list[int], list[tuple[int, str]]]:

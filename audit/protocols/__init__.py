@@ -20,7 +20,7 @@ from audit.models import ModelSpec
 
 PROTOCOL_DIR = Path(__file__).resolve().parent
 
-SPLIT_METHODS = ("lu2023",)
+SPLIT_METHODS = ("lu2023", "zhan2021-released")
 INITIAL_RULES = ("skip-seed", "redraw")
 POOL_ORDERS = ("shuffled", "file")
 SCALING_SCOPES = ("none", "train", "labeled")
@@ -86,6 +86,7 @@ class Protocol:
     reference_tables: tuple[str, ...]
     strategies: dict[str, StrategySpec]
     path: Path
+    released: str | None = None  # [diagnosis] released: the protocol of the released code, for counterfactuals
 
     def strategy(self, strategy_id: str) -> StrategySpec:
         try:
@@ -111,6 +112,7 @@ class Protocol:
         data = self.to_data()
         data.pop("title")
         data.pop("path")
+        data.pop("released")  # a pointer for the diagnosis, not a replay knob
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def display(self, value: float) -> str:
@@ -185,6 +187,7 @@ def _parse(data: dict[str, Any], path: Path) -> Protocol:
             reference_tables=tuple(data["reference"]["tables"]),
             strategies=strategies,
             path=path,
+            released=data.get("diagnosis", {}).get("released"),
         )
     except KeyError as exc:
         raise AuditError(f"{path.name}: missing key {exc.args[0]!r}") from None

@@ -1,0 +1,1 @@
+"""Why a published number does not reproduce: static detectors and counterfactual replays."""

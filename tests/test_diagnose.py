@@ -1,0 +1,153 @@
+"""The zhan2021-released split, the static detectors and the counterfactual replays."""
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import numpy as np
+import pytest
+
+from audit.cli import main
+from audit.datasets import DataError, load_dataset
+from audit.diagnose import detectors as d
+from audit.diagnose.counterfactual import derived_protocols, diagnose_cell
+from audit.protocols import load_protocol
+from audit.reproduce import ReproduceRequest
+from audit.splits import make_split, plan_seeds
+from audit.store import ResultStore
+
+
+def _data(name):
+    try:
+        return load_dataset(name)
+    except DataError as exc:
+        pytest.skip(f"{name} data absent: {exc}")
+
+
+@pytest.fixture(scope="module")
+def released():
+    return load_protocol("zhan2021-released")
+
+
+@pytest.fixture(scope="module")
+def zhan():
+    return load_protocol("zhan2021")
+
+
+def _reference_released_splits(y, trials):
+    """Our reading of the released code, written out literally: one global seed, in sequence."""
+    random.seed(4666)
+    out = []
+    for _ in range(trials):
+        test = random.sample(range(len(y)), int(0.4 * len(y)))
+        train = [i for i in range(len(y)) if i not in test]
+        while True:
+            init = random.sample(train, 20)
+            if min(np.bincount(y[init], minlength=2)) >= 2:
+                break
+        out.append((test, init, [i for i in train if i not in init]))
+    return out
+
+
+def test_released_split_follows_the_global_random_sequence(released):
+    y = _data("sonar").y
+    for k, (test, init, pool) in enumerate(_reference_released_splits(y, 5)):
+        split = make_split(released, y, k)
+        assert split.test.tolist() == test and split.labeled.tolist() == init and split.pool.tolist() == pool
+    assert plan_seeds(released, y)[0] == list(range(100))
+
+
+def test_released_split_is_a_partition_with_a_file_order_pool(released):
+    y = _data("sonar").y
+    split = make_split(released, y, 7)
+    assert sorted(np.concatenate([split.test, split.train]).tolist()) == list(range(y.size))
+    assert np.all(np.diff(split.pool) > 0)
+
+
+def test_pool_order_fires_on_sorted_sonar_only(released, lu2023):
+    assert d.pool_order(released, _data("sonar")).triggered
+    assert not d.pool_order(released, _data("breast")).triggered  # labels alternate in file order
+    assert not d.pool_order(lu2023, _data("sonar")).triggered  # shuffled pool
+
+
+def test_query_task_model(zhan, released):
+    assert d.query_task_mismatch(zhan).triggered
+    only_uniform = dataclasses.replace(released, strategies={"uniform": released.strategy("uniform")})
+    assert not d.query_task_mismatch(only_uniform).triggered
+
+
+def test_scaling_scope(zhan, released):
+    assert d.scaling_scope(released).triggered
+    assert not d.scaling_scope(zhan).triggered
+
+
+def test_aubc_variant(zhan, released):
+    assert d.aubc_variant(zhan).triggered
+    assert not d.aubc_variant(released).triggered
+
+
+def test_sd_convention(zhan, released, lu2023):
+    assert d.sd_convention(zhan).triggered
+    assert not d.sd_convention(released).triggered
+    assert not d.sd_convention(lu2023).triggered
+
+
+def test_ignored_library_args(zhan):
+    hint = zhan.strategy("hintsvm")
+    as_called = dataclasses.replace(hint, params={**hint.params, "cl": 1.0, "ch": 1.0})
+    bad = dataclasses.replace(zhan, strategies={**zhan.strategies, "hintsvm": as_called})
+    finding = d.ignored_library_args(bad)
+    assert finding.triggered and finding.evidence == {"hintsvm": ["ch", "cl"]}
+    assert not d.ignored_library_args(zhan).triggered
+
+
+def test_initial_missing_class(zhan, released):
+    sonar = _data("sonar")
+    strict = dataclasses.replace(zhan, split=dataclasses.replace(zhan.split, min_per_class=9))
+    assert d.initial_missing_class(strict, sonar).triggered  # seeds skipped
+    redraw = dataclasses.replace(strict, split=dataclasses.replace(strict.split, initial_rule="redraw"))
+    assert "redrawn" in d.initial_missing_class(redraw, sonar).finding
+    assert not d.initial_missing_class(released, sonar).triggered
+
+
+def test_train_test_duplicates(lu2023):
+    assert d.train_test_duplicates(lu2023, _data("breast")).triggered
+    assert not d.train_test_duplicates(lu2023, _data("sonar")).triggered
+
+
+def test_expected_runs_of_two_classes():
+    labels = np.array([0] * 3 + [1] * 5)
+    assert d.expected_runs(labels) == pytest.approx(1 + 2 * 3 * 5 / 8)
+
+
+def test_lint_prints_triggered_first(capsys):
+    _data("sonar")
+    assert main(["lint", "zhan2021-released", "--dataset", "sonar"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("!! pool-order") and len(lines) == len(d.DETECTORS)
+    assert [line[:2] for line in lines] == sorted((line[:2] for line in lines), key=lambda m: m != "!!")
+
+
+def test_hypotheses_flip_one_relevant_knob_each(zhan, released):
+    derived = derived_protocols(zhan, released, "uniform")
+    keys = [h.key for h, _ in derived]
+    assert "pool-order" in keys and "query-model" not in keys  # uniform has no query model
+    assert len({p.name for _, p in derived}) == len(derived) and zhan.name not in {p.name for _, p in derived}
+    pool = dict(derived)[next(h for h, _ in derived if h.key == "pool-order")]
+    assert pool.split.pool_order == "file" and pool.strategy("uniform").params == {"order": "pool"}
+    assert pool.scaling == zhan.scaling
+
+
+def test_diagnose_cell_replays_each_hypothesis(zhan, tmp_path):
+    _data("sonar")
+    small = dataclasses.replace(zhan, budget_size=10)
+    request = ReproduceRequest(protocol=small, dataset="sonar", trials=3, store=tmp_path / "s.sqlite")
+    store = ResultStore(request.store)
+    try:
+        cell = {"strategy": "uniform", "published_mean": 0.5}
+        diagnosis = diagnose_cell(small, "sonar", cell, request, store)
+    finally:
+        store.close()
+    rows = {h["hypothesis"]: h for h in diagnosis["hypotheses"]}
+    assert rows["pool-order"]["n"] == 3 and rows["pool-order"]["protocol"] == "zhan2021~pool-order"
+    assert diagnosis["summary"].startswith(("explained by:", "unexplained; closest:"))
