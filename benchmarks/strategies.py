@@ -17,8 +17,7 @@ import time
 
 import numpy as np
 
-import adapters
-from audit.capabilities import CANONICAL_STRATEGIES
+from audit.capabilities import CANONICAL_STRATEGIES, capability
 from audit.datasets import load_dataset
 from audit.protocols import load_protocol
 from audit.runner import run_trial
@@ -41,9 +40,9 @@ def main() -> None:
     print(f"{'strategy':10s} {'implementation':22s} {'s/trial':>8s} {'fit s':>7s} {'query s':>8s}  status")
     for sid in sorted(protocol.strategies, key=lambda s: rank.get(s, len(rank))):
         implementation = protocol.strategies[sid].implementation
-        reason = adapters.unavailable_reason(implementation)
-        if reason:
-            print(f"{sid:10s} {implementation:22s} {'-':>8s} {'-':>7s} {'-':>8s}  unavailable: {reason[:60]}")
+        status = capability(protocol, sid).status
+        if status != "available":
+            print(f"{sid:10s} {implementation:22s} {'-':>8s} {'-':>7s} {'-':>8s}  {status[:70]}")
             continue
         start = time.perf_counter()
         results = [run_trial(protocol, data.info.name, data.X, data.y, sid, s) for s in seeds]
