@@ -154,6 +154,25 @@ def _gate(args: argparse.Namespace) -> int:
     return report["exit_code"]
 
 
+def _compat(args: argparse.Namespace) -> int:
+    from audit.compat import CompatRequest, format_grid, format_summary, run_compat
+
+    if bool(args.dataset) == bool(args.datasets):
+        raise AuditError("give either --dataset NAME or --datasets a,b,c")
+    reports, summary = run_compat(CompatRequest(
+        protocol=args.protocol, datasets=[args.dataset] if args.dataset else _csv(args.datasets),
+        models=_csv(args.models), strategy=args.strategy, trials=args.trials, jobs=args.jobs,
+        data_dir=args.data_dir, store=args.store, out=args.out, progress=not args.no_progress,
+    ))
+    for report in reports:
+        print(format_grid(report))
+        print(f"report: {report['out_dir']}/report.md, compat.csv, compat.png\n")
+    if summary is not None:
+        print(format_summary(summary))
+        print(f"summary: {summary['out_dir']}/summary.md")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="audit", description="Replay published active-learning protocols "
                                      "through the real libraries and audit the published numbers.")
@@ -257,6 +276,22 @@ def build_parser() -> argparse.ArgumentParser:
     gt.add_argument("--out", help="report directory for summary.md, junit.xml, gate.json (default reports/gate-<suite>)")
     gt.add_argument("--no-progress", action="store_true", help="no progress bar")
     gt.set_defaults(func=_gate)
+
+    cp = sub.add_parser("compat", help="query-model x task-model grid for uncertainty sampling (lu2023 Section 5.1)")
+    cp.add_argument("--protocol", required=True, help="protocol name or .toml file (its splits, budget, AUBC)")
+    cp.add_argument("--dataset", help="one data set: its grid, heatmap and per-column verdicts")
+    cp.add_argument("--datasets", help="several data sets: each grid, then the cross-data-set summary")
+    cp.add_argument("--models", default="lr,svm-rbf,rf", help="comma-separated model names, used both as query "
+                    "and task models (default %(default)s, lu2023's specs; others: scikit-learn defaults)")
+    cp.add_argument("--strategy", default="us-margin", help="query strategy run on each query model "
+                    "(default %(default)s)")
+    cp.add_argument("--trials", type=int, help="number of trials (default: the protocol's)")
+    cp.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
+    cp.add_argument("--data-dir", help="directory of the LIBSVM files")
+    cp.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
+    cp.add_argument("--out", help="output directory (default reports/compat-<protocol>-<dataset>)")
+    cp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    cp.set_defaults(func=_compat)
 
     pr = sub.add_parser("protocols", help="list protocols; `audit protocols show NAME` prints one")
     pr.add_argument("action", nargs="?", choices=["show"], help="show one protocol")

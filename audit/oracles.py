@@ -281,9 +281,9 @@ class Evaluator:
     """Scores many child sets, in this process (jobs = 1) or in ``jobs`` worker processes.
 
     The counts come back in the order of ``pairs`` whatever ``jobs`` is, so results do not
-    depend on it. Chunks are contiguous slices, a few per worker, to amortise the IPC;
-    they carry index arrays only: the trial's arrays go to a file once, which each worker
-    reads once.
+    depend on it. Chunks are contiguous slices, two per worker, to amortise the IPC; they
+    carry index arrays only: the trial's arrays go to a file once, which each worker reads
+    once.
     """
 
     def __init__(self, scorer: Scorer, jobs: int = 1):
@@ -299,7 +299,7 @@ class Evaluator:
     def counts(self, parents: list[np.ndarray], pairs: np.ndarray) -> np.ndarray:
         if self._path is None or len(pairs) < 2:
             return _count(self.scorer, parents, pairs)
-        n_chunks = min(len(pairs), max(self.jobs, min(4 * self.jobs, len(pairs) // 16)))
+        n_chunks = min(len(pairs), 2 * self.jobs)  # a round waits for its last chunk: few, even chunks
         pool = _pool(self.jobs)
         self._futures = [pool.submit(_count_in_worker, self._token, self._path, parents, chunk)
                          for chunk in np.array_split(pairs, n_chunks)]

@@ -215,3 +215,25 @@ def test_strategies_command_prints_the_capability_matrix(capsys):
     vr = next(line for line in lines if line.split()[1:2] == ["vr"])
     footnote = vr.split("unavailable [")[1].split("]")[0]
     assert any(line.startswith(f"[{footnote}] libact VarianceReduction C extension") for line in lines)
+
+
+def test_compat_prints_the_grid_and_writes_its_files(capsys, tmp_path):
+    out = tmp_path / "compat"
+    code, stdout, _ = run(capsys, "compat", "--protocol", "lu2023", "--dataset", "sonar", "--models", "lr,svm-rbf",
+                          "--trials", "2", "--store", str(tmp_path / "s.sqlite"), "--out", str(out), "--no-progress")
+    assert code == 0
+    assert "task svm-rbf: " in stdout and f"report: {out}/report.md, compat.csv, compat.png" in stdout
+    assert {p.name for p in out.iterdir()} >= {"compat.csv", "compat.png", "report.md"}
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (("--dataset", "sonar", "--datasets", "sonar,heart"), "either --dataset NAME or --datasets"),
+    (("--models", "lr"), "at least two models"),
+    (("--dataset", "sonr"), "unknown data set 'sonr'"),
+])
+def test_compat_bad_input(capsys, tmp_path, argv, fragment):
+    argv = argv if any(a.startswith("--dataset") for a in argv) else ("--dataset", "sonar", *argv)
+    code, _, err = run(capsys, "compat", "--protocol", "lu2023", *argv, "--store", str(tmp_path / "s.sqlite"),
+                       "--out", str(tmp_path / "out"))
+    assert_one_line_error(code, err, fragment)
+    assert not (tmp_path / "out").exists()
