@@ -423,3 +423,21 @@ def test_the_smoke_suite_gates_identical_against_a_fresh_baseline(tmp_path, caps
     assert main(["gate", "--baseline", str(base), "--jobs", "2", "--out", str(out), "--no-progress"]) == 0
     report = json.loads((out / "gate.json").read_text())
     assert len(report["cells"]) == 21 and {c["verdict"] for c in report["cells"]} == {"identical"}
+
+
+def test_the_ci_workflow_example_gates_the_committed_baseline_with_valid_arguments():
+    import shlex
+
+    import yaml
+
+    from audit.cli import build_parser
+
+    repo = Path(__file__).resolve().parent.parent
+    workflow = yaml.safe_load((repo / "examples/ci/gate-upgrade.yml").read_text())
+    steps = {step.get("name"): step for step in workflow["jobs"]["gate"]["steps"]}
+    script = steps["Gate against the committed baseline"]["run"]
+    command = re.search(r"audit (gate .*?--no-progress)", script.replace("\\\n", " "), re.S).group(1)
+    args = build_parser().parse_args(shlex.split(command.replace('"$MARGIN"', "0.005")))
+    assert (repo / args.baseline).is_file() and args.out == "gate-report"
+    assert "summary.md" in steps["Publish the summary"]["run"]
+    assert steps["Publish the JUnit report"]["with"]["report_paths"] == "gate-report/junit.xml"
