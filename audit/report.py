@@ -1,4 +1,4 @@
-"""Reports of one replay: report.json, report.md, per_trial.csv and a learning-curve PNG.
+"""Reports of one replay: report.json, report.md, report.html, per_trial.csv and two PNG figures.
 
 Every number printed carries its provenance: the protocol and its spec hash, the AUBC
 variant, the library versions and the trial seeds. A report directory is written to a
@@ -12,13 +12,14 @@ import math
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from audit.compare import t_interval
-
+CURVES_PNG = "learning_curve.png"
+FOREST_PNG = "forest_plot.png"
 FIELDS = ("strategy", "n_trials", "mean", "sd", "ci95", "ci99", "published_mean", "verdict")
 
 
@@ -63,106 +64,136 @@ def _seed_ranges(seeds: list[int]) -> str:
 
 ORACLE_MARK = " (oracle)"
 ORACLE_NOTE = "(oracle): uses the test labels to choose its queries; a reference bound, not a query strategy"
+TABLE_HEADER = ("strategy", "library", "n", "mean", "sd", "95% CI", "99% CI", "published", "verdict")
+VERDICT_RULE = ("Verdict: the published mean inside the reproduced 95% t-interval (df = n-1) is consistent; "
+                "outside it but inside the 99% one, discrepant at 5%; outside both, discrepant at 1%.")
+
+
+def table_row(cell: dict[str, Any], scale: str) -> tuple[str, ...]:
+    """One cell as the columns of TABLE_HEADER (shared by the terminal, Markdown and HTML tables)."""
+    name = cell["strategy"] + ORACLE_MARK * bool(cell.get("uses_test_labels"))
+    if cell["status"] == "unavailable":
+        return (name, cell["library"], "-", "-", "-", "-", "-", _pct(scale, cell["published_mean"]),
+                f"unavailable: {cell['reason']}")
+    failed = [f"{cell['n_errors']} errors"] * bool(cell["n_errors"]) + [f"{cell.get('n_tle', 0)} TLE"] * bool(cell.get("n_tle"))
+    errors = f" ({', '.join(failed)})" if failed else ""
+    return (name, cell["library"], f"{cell['n_trials']}{errors}", _pct(scale, cell["mean"]), _pct(scale, cell["sd"]),
+            _interval(scale, cell["ci95"]), _interval(scale, cell["ci99"]), _pct(scale, cell["published_mean"]),
+            cell["verdict"])
+
+
+def table_notes(report: dict[str, Any]) -> list[str]:
+    return [ORACLE_NOTE] if any(c.get("uses_test_labels") for c in report["strategies"]) else []
 
 
 def format_table(report: dict[str, Any]) -> str:
     """The terminal / Markdown table of the cells; oracles are marked, with a note under the table."""
-    scale = report["protocol"]["scale"]
-    header = ("strategy", "library", "n", "mean", "sd", "95% CI", "99% CI", "published", "verdict")
-    rows = []
-    for c in report["strategies"]:
-        name = c["strategy"] + ORACLE_MARK * bool(c.get("uses_test_labels"))
-        if c["status"] == "unavailable":
-            rows.append((name, c["library"], "-", "-", "-", "-", "-", _pct(scale, c["published_mean"]),
-                         f"unavailable: {c['reason']}"))
-            continue
-        failed = [f"{c['n_errors']} errors"] * bool(c["n_errors"]) + [f"{c.get('n_tle', 0)} TLE"] * bool(c.get("n_tle"))
-        errors = f" ({', '.join(failed)})" if failed else ""
-        rows.append((name, c["library"], f"{c['n_trials']}{errors}", _pct(scale, c["mean"]),
-                     _pct(scale, c["sd"]), _interval(scale, c["ci95"]), _interval(scale, c["ci99"]),
-                     _pct(scale, c["published_mean"]), c["verdict"]))
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    rows = [table_row(c, report["protocol"]["scale"]) for c in report["strategies"]]
+    widths = [max(len(str(r[i])) for r in [TABLE_HEADER, *rows]) for i in range(len(TABLE_HEADER))]
     line = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
-    notes = [ORACLE_NOTE] if any(c.get("uses_test_labels") for c in report["strategies"]) else []
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows), *notes])
+    return "\n".join([line(TABLE_HEADER), line(["-" * w for w in widths]), *map(line, rows), *table_notes(report)])
+
+
+@dataclass(frozen=True)
+class Item:
+    """One line of a report section, its sub-lines, and a tag the HTML report styles (e.g. "triggered")."""
+
+    text: str
+    sub: tuple[str, ...] = ()
+    tag: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    """A titled list of report lines: the Markdown and the HTML report render the same sections."""
+
+    title: str
+    items: tuple[Item, ...]
+    intro: str = ""
+
+
+def report_sections(report: dict[str, Any]) -> list[Section]:
+    """The list sections of a report, in order; empty ones are left out."""
+    sections = [_references(report), _diagnosis(report), _findings(report), _trial_errors(report),
+                _warnings(report), _skipped(report)]
+    return [s for s in sections if s.items]
+
+
+def _references(report: dict[str, Any]) -> Section:
+    items = []
+    for c in report["strategies"]:
+        if not c.get("reference"):
+            continue
+        r, welch = c["reference"], c.get("welch")
+        extra = f"; Welch t={welch['t']:.2f}, df={welch['df']:.1f}, p={welch['p']:.3g}" if welch else ""
+        replayed = report["protocol"]["aubc_variant"]
+        mismatch = "" if r["aubc_variant"] == replayed else \
+            f" (published with AUBC variant {r['aubc_variant']}, replayed with {replayed})"
+        items.append(Item(f"{c['strategy']}: {r['paper']} {r['table']}, row '{r['row']}' ({r['source']}){mismatch}{extra}"))
+    return Section("Published references", tuple(items))
+
+
+def hypothesis_line(row: dict[str, Any]) -> str:
+    lo, hi = row["ci95"]
+    return (f"{row['label']} ({row['protocol']}): mean {row['mean']:.4f}, 95% CI [{lo:.4f}, {hi:.4f}], "
+            f"n={row['n']}{', published inside' if row['inside'] else ''}")
+
+
+def _diagnosis(report: dict[str, Any]) -> Section:
+    diagnosed = [c for c in report["strategies"] if c.get("diagnosis")]
+    if not diagnosed:
+        return Section("Diagnosis", ())
+    items = tuple(Item(f"{c['strategy']}: {c['diagnosis']['summary']}",
+                       tuple(hypothesis_line(h) for h in c["diagnosis"]["hypotheses"]),
+                       "explained" if c["diagnosis"]["explained_by"] else "unexplained") for c in diagnosed)
+    intro = (f"Each discrepant cell replayed with one knob of {diagnosed[0]['diagnosis']['released']} (the released "
+             "code) at a time, and with pairs of knobs when no single one brings the published value inside:")
+    return Section("Diagnosis", items, intro)
+
+
+def _findings(report: dict[str, Any]) -> Section:
+    items = tuple(Item(f"{'!!' if f['triggered'] else 'ok'} {f['name']}: {f['finding']}",
+                       tag="triggered" if f["triggered"] else "quiet") for f in report.get("findings", []))
+    return Section("Detector findings", items, "Static checks of the protocol and data set (audit lint):")
+
+
+def _trial_errors(report: dict[str, Any]) -> Section:
+    return Section("Trial errors", tuple(
+        Item(f"{c['strategy']}, trial seed {e['trial_seed']} ({e.get('status', 'error')}): {e['error']}")
+        for c in report["strategies"] for e in c.get("errors") or []))
+
+
+def _warnings(report: dict[str, Any]) -> Section:
+    return Section("Library warnings (recorded during trials)", tuple(
+        Item(f"{c['strategy']}: {w}") for c in report["strategies"] for w in c.get("warnings") or []))
+
+
+def _skipped(report: dict[str, Any]) -> Section:
+    return Section("Skipped seeds", tuple(Item(f"seed {s}: {why}") for s, why in report["seeds"]["skipped"]))
 
 
 def _markdown(report: dict[str, Any]) -> str:
     p = report["protocol"]
     out = [f"# {p['name']} on {report['dataset']['name']}", ""]
     out += [f"- {line}" for line in provenance_lines(report)]
-    out += ["", "## AUBC per strategy", "", "```", format_table(report), "```", ""]
-    out += ["Verdict: the published mean inside the reproduced 95% t-interval (df = n-1) is *consistent*; "
-            "outside it but inside the 99% one, *discrepant at 5%*; outside both, *discrepant at 1%*.", ""]
-    refs = [c for c in report["strategies"] if c.get("reference")]
-    if refs:
-        out += ["## Published references", ""]
-        for c in refs:
-            r = c["reference"]
-            welch = c.get("welch")
-            extra = f"; Welch t={welch['t']:.2f}, df={welch['df']:.1f}, p={welch['p']:.3g}" if welch else ""
-            mismatch = "" if r["aubc_variant"] == p["aubc_variant"] else \
-                f" (published with AUBC variant {r['aubc_variant']}, replayed with {p['aubc_variant']})"
-            out.append(f"- {c['strategy']}: {r['paper']} {r['table']}, row '{r['row']}' ({r['source']}){mismatch}{extra}")
+    out += ["", "## AUBC per strategy", "", "```", format_table(report), "```", "", VERDICT_RULE, ""]
+    for section in report_sections(report):
+        out += [f"## {section.title}", ""] + ([section.intro, ""] if section.intro else [])
+        for item in section.items:
+            out += [f"- {item.text}"] + [f"  - {sub}" for sub in item.sub]
         out.append("")
-    diagnosed = [c for c in report["strategies"] if c.get("diagnosis")]
-    if diagnosed:
-        out += ["## Diagnosis", "", f"Each discrepant cell replayed with one knob of "
-                f"`{diagnosed[0]['diagnosis']['released']}` (the released code) at a time:", ""]
-        for c in diagnosed:
-            out.append(f"- {c['strategy']}: {c['diagnosis']['summary']}")
-            out += [f"  - {h['label']} (`{h['protocol']}`): mean {h['mean']:.4f}, 95% CI "
-                    f"[{h['ci95'][0]:.4f}, {h['ci95'][1]:.4f}], n={h['n']}"
-                    f"{', published inside' if h['inside'] else ''}" for h in c["diagnosis"]["hypotheses"]]
-        out.append("")
-    problems = [c for c in report["strategies"] if c.get("errors")]
-    if problems:
-        out += ["## Trial errors", ""]
-        for c in problems:
-            for e in c["errors"]:
-                out.append(f"- {c['strategy']}, trial seed {e['trial_seed']} ({e.get('status', 'error')}): {e['error']}")
-        out.append("")
-    warned = [c for c in report["strategies"] if c.get("warnings")]
-    if warned:
-        out += ["## Library warnings (recorded during trials)", ""]
-        for c in warned:
-            out += [f"- {c['strategy']}: {w}" for w in c["warnings"]]
-        out.append("")
-    if report["seeds"]["skipped"]:
-        out += ["## Skipped seeds", ""]
-        out += [f"- seed {s}: {why}" for s, why in report["seeds"]["skipped"]]
-        out.append("")
-    out += ["## Learning curves", "", "![learning curves](learning_curve.png)", ""]
+    out += ["## Published values against the reproduced intervals", "", f"![forest plot]({FOREST_PNG})", ""]
+    out += ["## Learning curves", "", f"![learning curves]({CURVES_PNG})", ""]
     return "\n".join(out)
-
-
-def _plot(report: dict[str, Any], curves: dict[str, tuple[np.ndarray, np.ndarray]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
-    for strategy, (n_labeled, acc) in curves.items():
-        mean = acc.mean(axis=0)
-        ax.plot(n_labeled, mean, label=f"{strategy} (n={acc.shape[0]})", linewidth=1.4)
-        if acc.shape[0] > 1:
-            lo, hi = np.array([t_interval(acc[:, j], 0.95) for j in range(acc.shape[1])]).T
-            ax.fill_between(n_labeled, lo, hi, alpha=0.2)
-    p = report["protocol"]
-    ax.set_xlabel("labeled-set size")
-    ax.set_ylabel("test accuracy (mean, 95% band)")
-    ax.set_title(f"{p['name']} on {report['dataset']['name']} (AUBC {p['aubc_variant']})")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
 
 
 def write_report(report: dict[str, Any], per_trial: list[dict[str, Any]],
                  curves: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: Path) -> Path:
-    """Write the four files into ``out_dir`` atomically (all or nothing)."""
+    """Write report.json, report.md, report.html, per_trial.csv and the two figures into
+    ``out_dir`` atomically (all or nothing)."""
+    from audit.report_html import render_html
+    from audit.report_plots import plot_forest, plot_learning_curves
+
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
@@ -173,7 +204,9 @@ def write_report(report: dict[str, Any], per_trial: list[dict[str, Any]],
             writer = csv.DictWriter(f, fieldnames=["strategy", "trial_seed", "aubc", "status", "query_hash"])
             writer.writeheader()
             writer.writerows(per_trial)
-        _plot(report, curves, tmp / "learning_curve.png")
+        plot_learning_curves(report, curves, tmp / CURVES_PNG)
+        plot_forest(report, tmp / FOREST_PNG)
+        (tmp / "report.html").write_text(render_html(report, tmp / FOREST_PNG, tmp / CURVES_PNG))
         old = None
         if out_dir.exists():
             old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")

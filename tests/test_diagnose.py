@@ -138,16 +138,34 @@ def test_hypotheses_flip_one_relevant_knob_each(zhan, released):
     assert pool.scaling == zhan.scaling
 
 
-def test_diagnose_cell_replays_each_hypothesis(zhan, tmp_path):
+def test_diagnose_cell_replays_singles_then_pairs(zhan, tmp_path):
     _data("sonar")
     small = dataclasses.replace(zhan, budget_size=10)
     request = ReproduceRequest(protocol=small, dataset="sonar", trials=3, store=tmp_path / "s.sqlite")
     store = ResultStore(request.store)
     try:
-        cell = {"strategy": "uniform", "published_mean": 0.5}
-        diagnosis = diagnose_cell(small, "sonar", cell, request, store)
+        nowhere = diagnose_cell(small, "sonar", {"strategy": "uniform", "published_mean": -1.0}, request, store)
+        singles = [h for h in nowhere["hypotheses"] if "+" not in h["hypothesis"]]
+        pool = next(h for h in singles if h["hypothesis"] == "pool-order")
+        inside = diagnose_cell(small, "sonar", {"strategy": "uniform", "published_mean": pool["mean"]}, request, store)
     finally:
         store.close()
-    rows = {h["hypothesis"]: h for h in diagnosis["hypotheses"]}
-    assert rows["pool-order"]["n"] == 3 and rows["pool-order"]["protocol"] == "zhan2021~pool-order"
-    assert diagnosis["summary"].startswith(("explained by:", "unexplained; closest:"))
+    assert pool["n"] == 3 and pool["protocol"] == "zhan2021~pool-order"
+    # no single flip explains -1: every pair of the relevant flips is replayed too
+    pairs = {h["hypothesis"]: h for h in nowhere["hypotheses"] if "+" in h["hypothesis"]}
+    assert len(pairs) == len(singles) * (len(singles) - 1) // 2 and nowhere["summary"].startswith("unexplained; closest:")
+    both = pairs["pool-order+split"]
+    assert both["label"] == "unshuffled pool + released split draws" and both["n"] == 3
+    assert both["mean"] != pool["mean"]  # the released draws put other rows in the pool
+    # a single flip explains the pool-order mean: no pairs, and the line names it
+    assert "pool-order" in inside["explained_by"] and all("+" not in h["hypothesis"] for h in inside["hypotheses"])
+    assert inside["summary"].startswith("explained by: unshuffled pool (file-order replay")
+
+
+def test_pair_flip_applies_both_knobs(zhan, released):
+    from audit.diagnose.counterfactual import HYPOTHESES, combine
+
+    keyed = {h.key: h for h in HYPOTHESES}
+    both = combine(keyed["pool-order"], keyed["split"]).flip(zhan, released, "uniform")
+    assert both.split.pool_order == "file" and both.split.method == "zhan2021-released"
+    assert both.strategy("uniform").params == {"order": "pool"} and both.scaling == zhan.scaling

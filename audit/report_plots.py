@@ -1,0 +1,98 @@
+"""The figures of a replay report: learning curves with bands, and a forest plot of the
+published points over the reproduced intervals (with the diagnosis replays under each
+discrepant cell, so the plot shows which knob brings the published value inside)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from audit.compare import t_interval
+
+PUBLISHED_COLOR = "#c0392b"
+INSIDE_COLOR = "#27ae60"
+REPRODUCED_COLOR = "#2c3e50"
+HYPOTHESIS_COLOR = "#7f8c8d"
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_learning_curves(report: dict[str, Any], curves: dict[str, tuple[np.ndarray, np.ndarray]], path: Path) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
+    for strategy, (n_labeled, acc) in curves.items():
+        mean = acc.mean(axis=0)
+        ax.plot(n_labeled, mean, label=f"{strategy} (n={acc.shape[0]})", linewidth=1.4)
+        if acc.shape[0] > 1:
+            lo, hi = np.array([t_interval(acc[:, j], 0.95) for j in range(acc.shape[1])]).T
+            ax.fill_between(n_labeled, lo, hi, alpha=0.2)
+    p = report["protocol"]
+    ax.set_xlabel("labeled-set size")
+    ax.set_ylabel("test accuracy (mean, 95% band)")
+    ax.set_title(f"{p['name']} on {report['dataset']['name']} (AUBC {p['aubc_variant']})")
+    ax.grid(alpha=0.3)
+    if curves:
+        ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def forest_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per replayed cell with an interval, then one per diagnosis replay of that cell."""
+    rows = []
+    for c in report["strategies"]:
+        if c["status"] != "ok" or c.get("ci95") is None or None in c["ci95"]:
+            continue
+        rows.append({"label": c["strategy"], "mean": c["mean"], "ci95": c["ci95"], "ci99": c["ci99"],
+                     "published": c["published_mean"], "hypothesis": False})
+        for h in (c.get("diagnosis") or {}).get("hypotheses", []):
+            rows.append({"label": f"~ {h['label']}", "mean": h["mean"], "ci95": h["ci95"], "ci99": None,
+                         "published": c["published_mean"], "hypothesis": True, "inside": h["inside"]})
+    return rows
+
+
+def plot_forest(report: dict[str, Any], path: Path) -> None:
+    """Per cell: the reproduced mean with its 95% (thick) and 99% (thin) t-interval and the
+    published mean (red diamond); diagnosis replays below it, green when the published value
+    falls inside their 95% interval."""
+    plt = _pyplot()
+    rows = forest_rows(report)
+    scale = 100 if report["protocol"]["scale"] == "percent" else 1
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.42 * max(len(rows), 1)), dpi=110)
+    legend_done = False
+    for y, row in enumerate(rows):
+        color = (INSIDE_COLOR if row["inside"] else HYPOTHESIS_COLOR) if row["hypothesis"] else REPRODUCED_COLOR
+        if row["ci99"]:
+            ax.hlines(y, *(scale * np.array(row["ci99"])), color=color, linewidth=1.2)
+        ax.hlines(y, *(scale * np.array(row["ci95"])), color=color, linewidth=4 if not row["hypothesis"] else 3)
+        ax.plot(scale * row["mean"], y, "o", color="white", markeredgecolor=color, markersize=6, zorder=3)
+        if row["published"] is not None and not row["hypothesis"]:
+            ax.plot(scale * row["published"], y, "D", color=PUBLISHED_COLOR, markersize=7, zorder=4,
+                    label=None if legend_done else "published mean")
+            legend_done = True
+    published = [scale * r["published"] for r in rows if r["published"] is not None]
+    for value in sorted(set(published)):
+        ax.axvline(value, color=PUBLISHED_COLOR, alpha=0.15, linewidth=1)
+    ax.set_yticks(range(len(rows)), [r["label"] for r in rows])
+    ax.invert_yaxis()
+    unit = "%" if scale == 100 else "fraction"
+    ax.set_xlabel(f"AUBC ({report['protocol']['aubc_variant']}, {unit}): reproduced mean, 95% (thick) and 99% (thin) "
+                  "t-interval")
+    ax.set_title(f"{report['protocol']['name']} on {report['dataset']['name']}: published vs reproduced")
+    ax.grid(axis="x", alpha=0.3)
+    if published:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    if not rows:
+        ax.text(0.5, 0.5, "no cell with an interval", ha="center", va="center", transform=ax.transAxes)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
