@@ -17,6 +17,7 @@ import adapters
 from audit import oracles
 from audit.compare import CONSISTENT, NO_REFERENCE, summarise, verdict, welch
 from audit.datasets import Dataset, label_runs, load_dataset
+from audit.diagnose.detectors import lint
 from audit.errors import AuditError
 from audit.metrics import get_variant
 from audit.protocols import Protocol, load_protocol
@@ -181,9 +182,9 @@ def plan_replay(request: ReproduceRequest, log=lambda line: None) -> ReplayPlan:
     return ReplayPlan(protocol, data, strategies, unavailable, seeds, skipped)
 
 
-def execute_replay(plan: ReplayPlan, request: ReproduceRequest, store: ResultStore,
-                   log=lambda line: None) -> tuple[str, dict[str, Any], int, int]:
-    """Run the trials the store lacks; returns (fingerprint, its details, trials run, trials reused)."""
+def missing_tasks(plan: ReplayPlan, request: ReproduceRequest,
+                  store: ResultStore) -> tuple[str, dict[str, Any], list[TrialTask], int]:
+    """The trials of a plan the store lacks: (fingerprint, its details, tasks, trials reused)."""
     protocol, name, seeds = plan.protocol, plan.dataset, plan.seeds
     details = fingerprint_details(protocol)
     fingerprint = store.register(details)
@@ -199,7 +200,14 @@ def execute_replay(plan: ReplayPlan, request: ReproduceRequest, store: ResultSto
              for sid in plan.strategies}
     tasks = [TrialTask(protocol, name, request.data_dir, sid, s, request.trial_timeout, inner[sid])
              for s in seeds for sid in plan.strategies if s not in done[sid]]
-    reused = sum(len(d) for d in done.values())
+    return fingerprint, details, tasks, sum(len(d) for d in done.values())
+
+
+def execute_replay(plan: ReplayPlan, request: ReproduceRequest, store: ResultStore,
+                   log=lambda line: None) -> tuple[str, dict[str, Any], int, int]:
+    """Run the trials the store lacks; returns (fingerprint, its details, trials run, trials reused)."""
+    fingerprint, details, tasks, reused = missing_tasks(plan, request, store)
+    name, seeds = plan.dataset, plan.seeds
     log(f"plan: {len(plan.strategies)} strategies ({', '.join(plan.strategies)}) x {len(seeds)} trials on {name}, "
         f"{len(tasks)} to run, {reused} already stored, --jobs {request.jobs}"
         + (f"; unavailable: {', '.join(plan.unavailable)}" if plan.unavailable else ""))
@@ -249,6 +257,7 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
             "environment": details["versions"], "code": details["code"], "fingerprint": fingerprint,
             "seeds": {"trial_seeds": seeds, "skipped": [list(s) for s in plan.skipped], "policy": protocol.seeds},
             "strategies": cells,
+            "findings": [dataclasses.asdict(f) for f in lint(protocol, data)],
             "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         suffix = f"-b{request.batch_size}" if request.batch_size else ""

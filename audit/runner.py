@@ -9,14 +9,15 @@ task model's fit is reused. Library code is reached only through :mod:`adapters`
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import json
 import math
 import signal
+import threading
 import time
 import traceback
 import warnings
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -105,24 +106,37 @@ class TrialTimeout(Exception):
 
 @contextlib.contextmanager
 def _time_limit(seconds: float | None):
-    """Interrupt the trial after `seconds` (SIGALRM; the trial runs on a process's main thread).
+    """Interrupt the trial after `seconds`.
 
-    Code inside a C extension is interrupted when it returns to Python.
+    On a process's main thread (local workers) by SIGALRM; on another thread (a Dask
+    worker runs tasks in a thread pool, where signals cannot be caught) by raising
+    TrialTimeout asynchronously in that thread. Either way, code inside a C extension is
+    interrupted when it returns to Python.
     """
     if not seconds:
         yield
         return
+    if threading.current_thread() is threading.main_thread():
+        def expire(signum, frame):
+            raise TrialTimeout()
 
-    def expire(signum, frame):
-        raise TrialTimeout(f"time limit of {seconds:g} s per trial exceeded")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+        previous = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        return
+    thread_id = threading.get_ident()
+    timer = threading.Timer(seconds, ctypes.pythonapi.PyThreadState_SetAsyncExc,
+                            (ctypes.c_ulong(thread_id), ctypes.py_object(TrialTimeout)))
+    timer.start()
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        timer.cancel()
+        timer.join()
 
 
 def run_trial(
@@ -150,8 +164,8 @@ def run_trial(
         result.aubc_by_metric = {m: variant(v, n_labeled) for m, v in metric_values.items()}
         result.aubc = result.aubc_by_metric[protocol.aubc_metric]
         result.status = "ok"
-    except TrialTimeout as exc:
-        result.status, result.error = "tle", str(exc)
+    except TrialTimeout:
+        result.status, result.error = "tle", f"time limit of {time_limit:g} s per trial exceeded"
     except AuditError as exc:
         result.error = str(exc)
     except Exception as exc:  # a library failing mid-trial is recorded, the audit goes on
@@ -256,33 +270,24 @@ class TrialTask:
     jobs: int = 1  # processes inside the trial (oracles only)
 
 
-def execute_task(task: TrialTask) -> TrialResult:
-    from audit.datasets import load_dataset
+def execute_task(task: TrialTask, arrays: tuple[np.ndarray, np.ndarray] | None = None) -> TrialResult:
+    """Run one task; ``arrays`` is the data set's (X, y) already shipped to this worker,
+    None loads it here."""
+    if arrays is None:
+        from audit.datasets import load_dataset
 
-    data = load_dataset(task.dataset, task.data_dir)
-    return run_trial(task.protocol, task.dataset, data.X, data.y, task.strategy, task.trial_seed, task.time_limit,
-                     task.jobs)
+        data = load_dataset(task.dataset, task.data_dir)
+        arrays = data.X, data.y
+    X, y = arrays
+    return run_trial(task.protocol, task.dataset, X, y, task.strategy, task.trial_seed, task.time_limit, task.jobs)
 
 
 def run_tasks(tasks: Iterable[TrialTask], jobs: int = 1) -> Iterator[TrialResult]:
-    """Run tasks and yield results as they finish (jobs > 1: in worker processes).
+    """Run tasks and yield results as they finish (jobs > 1: in a local process pool).
 
     Results do not depend on ``jobs``: each trial draws only from its own seeds.
     """
-    tasks = list(tasks)
-    if jobs <= 1:
-        for task in tasks:
-            yield execute_task(task)
-        return
-    import multiprocessing
+    from audit.executors import LocalExecutor
 
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("forkserver")) as pool:
-        pending = {pool.submit(execute_task, t) for t in tasks}
-        try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    yield future.result()
-        finally:
-            for future in pending:
-                future.cancel()
+    with LocalExecutor(jobs) as executor:
+        yield from executor.run(list(tasks))

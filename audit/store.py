@@ -57,7 +57,23 @@ CREATE TABLE IF NOT EXISTS rounds (
     fit_seconds REAL, query_seconds REAL,
     PRIMARY KEY (trial_id, round)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    pid INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    executor TEXT NOT NULL,
+    workers INTEGER NOT NULL,
+    running INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL CHECK (state IN ('running', 'finished', 'interrupted')),
+    plan TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
 """
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def library_versions() -> dict[str, str]:
@@ -131,16 +147,15 @@ class ResultStore:
                 " aubc_by_metric, query_hash, error, warnings, seconds, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (result.protocol, result.dataset, result.strategy, result.trial_seed, fingerprint, result.status,
                  result.aubc, json.dumps(result.aubc_by_metric), result.query_hash, result.error,
-                 json.dumps(result.warnings), result.seconds,
-                 datetime.now(timezone.utc).isoformat(timespec="seconds")),
+                 json.dumps(result.warnings), result.seconds, _now()),
             )
             if cursor.rowcount == 0:
                 db.execute("ROLLBACK")
                 return False
             db.executemany(
                 "INSERT INTO rounds VALUES (?,?,?,?,?,?,?,?,?)",
-                [(cursor.lastrowid, r.round, r.n_labeled, json.dumps(r.queried), r.accuracy, r.f1, r.roc_auc,
-                  r.fit_seconds, r.query_seconds) for r in result.rounds],
+                ((cursor.lastrowid, r.round, r.n_labeled, json.dumps(r.queried), r.accuracy, r.f1, r.roc_auc,
+                  r.fit_seconds, r.query_seconds) for r in result.rounds),  # streamed, not copied into a list
             )
             db.execute("COMMIT")
             return True
@@ -174,3 +189,37 @@ class ResultStore:
 
     def count(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+
+    def seconds_per_trial(self, protocol: str, dataset: str, strategy: str) -> float | None:
+        """Mean seconds of the successful trials stored for a cell under any fingerprint
+        (code changes rarely change a trial's cost): how long its next trial will take."""
+        return self._db.execute(
+            "SELECT AVG(seconds) FROM trials WHERE protocol=? AND dataset=? AND strategy=? AND status='ok'",
+            (protocol, dataset, strategy)).fetchone()[0]
+
+    def statuses(self, protocol: str, dataset: str, strategy: str, fingerprint: str) -> dict[int, str]:
+        """{trial seed: status} of the stored trials of a cell."""
+        return dict(self._db.execute(
+            "SELECT trial_seed, status FROM trials WHERE protocol=? AND dataset=? AND strategy=? AND fingerprint=?",
+            (protocol, dataset, strategy, fingerprint)))
+
+    # -- runs of `audit run`: their plan and progress, for `audit status` --------------
+    def start_run(self, pid: int, host: str, executor: str, workers: int, plan: dict[str, Any]) -> int:
+        now = _now()
+        cursor = self._db.execute(
+            "INSERT INTO runs (pid, host, executor, workers, state, plan, started_at, updated_at)"
+            " VALUES (?,?,?,?,'running',?,?,?)", (pid, host, executor, workers, json.dumps(plan), now, now))
+        return cursor.lastrowid
+
+    def update_run(self, run_id: int, running: int, workers: int, state: str = "running") -> None:
+        self._db.execute("UPDATE runs SET running=?, workers=?, state=?, updated_at=? WHERE id=?",
+                         (running, workers, state, _now(), run_id))
+
+    def latest_run(self) -> dict[str, Any] | None:
+        cursor = self._db.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1")
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        run = dict(zip([c[0] for c in cursor.description], row))
+        run["plan"] = json.loads(run["plan"])
+        return run

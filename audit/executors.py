@@ -1,0 +1,327 @@
+"""Where trials run: a local process pool or a Dask cluster, behind one interface.
+
+An executor takes a list of :class:`~audit.runner.TrialTask` (the unit of work: one data
+set, strategy and trial seed) and yields each :class:`~audit.runner.TrialResult` as it
+finishes; the caller alone writes the results store. Each data set is loaded once on the
+driver and shipped once to every worker (a pool initializer, a Dask scatter), never per
+task. A trial's result depends only on its seeds, so both executors give identical
+results.
+
+An exception escaping the trial function (outside the runner's own error handling) fails
+the attempt: a task is attempted at most ``1 + retries`` times, then yielded as an error
+result. On Dask a worker process that dies is handled by the scheduler, which reruns its
+task on another worker; a local pool cannot survive a dead worker, so the local executor
+stops with a one-line error (finished trials are stored, a rerun resumes). A library
+failing inside a trial is not retried: the runner already records it as that trial's
+error, and the same seeds would fail the same way.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from collections import Counter, deque
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from audit.errors import AuditError
+from audit.runner import TrialResult, TrialTask, execute_task
+
+Arrays = tuple[np.ndarray, np.ndarray]
+TrialFunction = Callable[[TrialTask, Arrays], TrialResult]
+EXECUTORS = ("local", "dask")
+DEFAULT_RETRIES = 2
+
+
+def load_task_data(tasks: Iterable[TrialTask]) -> dict[str, Arrays]:
+    """(X, y) of every data set the tasks name, each loaded (and checksum-verified) once."""
+    from audit.datasets import load_dataset
+
+    data: dict[str, Arrays] = {}
+    for task in tasks:
+        if task.dataset not in data:
+            loaded = load_dataset(task.dataset, task.data_dir)
+            data[task.dataset] = (loaded.X, loaded.y)
+    return data
+
+
+def failed_result(task: TrialTask, attempts: int, reason: str) -> TrialResult:
+    """The error result of a task that could not be run to completion."""
+    return TrialResult(task.protocol.name, task.dataset, task.strategy, task.trial_seed, "error",
+                       error=f"failed after {attempts} attempt{'s' * (attempts > 1)}: {reason}")
+
+
+class Executor:
+    """Runs tasks with a bounded number in flight and retries failed attempts.
+
+    Subclasses say how a task is submitted, waited for and collected; this class owns
+    the policy (window, retries, order), so both executors behave the same.
+    """
+
+    def __init__(self, retries: int = DEFAULT_RETRIES, trial_function: TrialFunction = execute_task):
+        """``retries``: extra attempts of a task whose attempt failed outside the trial's
+        own code. ``trial_function(task, (X, y))`` runs one task on a worker (tests
+        inject faults through it; it must be importable by the workers)."""
+        if retries < 0:
+            raise AuditError(f"--retries must be 0 or more, not {retries}")
+        self.retries = retries
+        self.trial_function = trial_function
+        self._in_flight: dict[Any, TrialTask] = {}
+
+    # -- what a subclass provides --------------------------------------------------
+    @property
+    def workers(self) -> int:
+        """Trials that can run at once."""
+        raise NotImplementedError
+
+    @property
+    def window(self) -> int:
+        """Tasks kept in flight: two per worker, so no worker idles between trials."""
+        return 2 * self.workers
+
+    def _open(self, data: dict[str, Arrays]) -> None:
+        """Make workers ready and ship them the data sets."""
+
+    def _submit(self, task: TrialTask) -> Any:
+        raise NotImplementedError
+
+    def _wait(self, handles: list[Any]) -> Iterable[Any]:
+        raise NotImplementedError
+
+    def _collect(self, handle: Any) -> TrialResult:
+        """The handle's result; raises the exception the attempt raised."""
+        raise NotImplementedError
+
+    def _cancel(self, handles: list[Any]) -> None:
+        """Give up handles still in flight when the caller stops early."""
+
+    def close(self) -> None:
+        """Release workers and any cluster this executor started."""
+
+    # -- the shared policy -----------------------------------------------------------
+    @property
+    def running(self) -> int:
+        """Trials being run now (in flight, at most one per worker)."""
+        return min(len(self._in_flight), self.workers)
+
+    def run(self, tasks: Sequence[TrialTask]) -> Iterator[TrialResult]:
+        """Yield one result per task, in completion order; tasks start in the given order."""
+        pending = deque(tasks)
+        if not pending:
+            return
+        self._open(load_task_data(pending))
+        failures: Counter[tuple[str, str, int]] = Counter()
+        in_flight = self._in_flight
+        try:
+            while pending or in_flight:
+                while pending and len(in_flight) < self.window:
+                    task = pending.popleft()
+                    in_flight[self._submit(task)] = task
+                for handle in self._wait(list(in_flight)):
+                    task = in_flight.pop(handle)
+                    key = (task.dataset, task.strategy, task.trial_seed)
+                    try:
+                        result = self._collect(handle)
+                    except AuditError:  # the executor itself cannot go on
+                        raise
+                    except Exception as exc:  # raised outside the trial's own error handling
+                        failures[key] += 1
+                        if failures[key] <= self.retries:
+                            pending.appendleft(task)
+                            continue
+                        result = failed_result(task, failures[key], f"{type(exc).__name__}: {exc}")
+                    yield result
+        finally:
+            self._cancel(list(in_flight))
+            in_flight.clear()
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+# --- local: a process pool (or this process) ---------------------------------------
+
+_SHIPPED: dict[str, Arrays] = {}  # a local worker's data sets, received once at its start
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, killed but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel, which counts a zombie as alive
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def _exit_with(driver_pid: int, interval: float = 1.0) -> None:
+    """End this worker once the driver is gone: a killed driver must not leave workers
+    running trials nobody will store (their parent is the forkserver, not the driver)."""
+    while _alive(driver_pid):
+        time.sleep(interval)
+    os._exit(1)
+
+
+def _start_worker(data: dict[str, Arrays], driver_pid: int) -> None:
+    _SHIPPED.update(data)
+    threading.Thread(target=_exit_with, args=(driver_pid,), daemon=True, name="driver-watch").start()
+
+
+def _run_shipped(trial_function: TrialFunction, task: TrialTask) -> TrialResult:
+    return trial_function(task, _SHIPPED[task.dataset])
+
+
+class LocalExecutor(Executor):
+    """``workers`` processes of a forkserver pool on this machine; 1 runs trials in this
+    process (no pool, so code registered at run time, e.g. by tests, is seen)."""
+
+    def __init__(self, workers: int = 1, retries: int = DEFAULT_RETRIES,
+                 trial_function: TrialFunction = execute_task):
+        super().__init__(retries, trial_function)
+        if workers < 1:
+            raise AuditError(f"--workers must be a positive number, not {workers}")
+        self._workers = workers
+        self._data: dict[str, Arrays] = {}
+        self._pool: ProcessPoolExecutor | None = None
+        self._broken = False  # a worker died: the pool's own shutdown may wait for it forever
+
+    @property
+    def workers(self) -> int:
+        return self._workers
+
+    @property
+    def window(self) -> int:
+        """In this process a trial runs when submitted: running ahead would only delay results."""
+        return 1 if self._workers == 1 else super().window
+
+    def _open(self, data: dict[str, Arrays]) -> None:
+        self._data = data
+        if self._workers > 1:  # forkserver: forking after OpenMP/BLAS threads have run is unsafe
+            self._pool = ProcessPoolExecutor(self._workers, mp_context=multiprocessing.get_context("forkserver"),
+                                         initializer=_start_worker, initargs=(self._data, os.getpid()))
+
+    def _submit(self, task: TrialTask) -> Future:
+        if self._pool is not None:
+            return self._pool.submit(_run_shipped, self.trial_function, task)
+        future: Future = Future()
+        try:
+            future.set_result(self.trial_function(task, self._data[task.dataset]))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
+
+    def _wait(self, handles: list[Future]) -> Iterable[Future]:
+        return wait(handles, return_when=FIRST_COMPLETED).done
+
+    def _collect(self, handle: Future) -> TrialResult:
+        try:
+            return handle.result()
+        except BrokenProcessPool:
+            self._broken = True
+            raise AuditError("a local worker process died, which stops a process pool; the finished trials "
+                             "are stored: rerun to resume (--executor dask reruns a lost trial itself)") from None
+
+    def _cancel(self, handles: list[Future]) -> None:
+        for future in handles:
+            future.cancel()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=not self._broken, cancel_futures=True)
+            self._pool = None
+
+
+# --- Dask: a scheduler given by address, or a LocalCluster started here ---------------
+
+class DaskExecutor(Executor):
+    """Trials as tasks of a dask.distributed cluster.
+
+    ``scheduler``: the address of a running scheduler (its workers should run one thread
+    each, ``dask worker ADDRESS --nthreads 1``: a trial limits BLAS to one thread for the
+    whole process); None starts a LocalCluster of ``workers`` single-threaded processes,
+    closed with this executor. Dask itself reschedules a task whose worker died (up to its
+    ``distributed.scheduler.allowed-failures``, set to ``retries`` for a LocalCluster);
+    past that the task counts as one failed attempt here.
+    """
+
+    def __init__(self, scheduler: str | None = None, workers: int = 2, retries: int = DEFAULT_RETRIES,
+                 trial_function: TrialFunction = execute_task):
+        super().__init__(retries, trial_function)
+        import dask
+        from distributed import Client, LocalCluster
+
+        self._cluster = None
+        try:
+            if scheduler:
+                self._client = Client(scheduler, timeout="20s")
+            else:
+                if workers < 1:
+                    raise AuditError(f"--workers must be a positive number, not {workers}")
+                with dask.config.set({"distributed.scheduler.allowed-failures": retries}):
+                    self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                 dashboard_address=None)
+                self._client = Client(self._cluster)
+        except (OSError, TimeoutError) as exc:
+            self.close()
+            raise AuditError(f"cannot reach Dask scheduler {scheduler}: {exc}") from None
+        self._data_futures: dict[str, Any] = {}
+
+    @property
+    def workers(self) -> int:
+        return max(1, sum(self._client.nthreads().values()))
+
+    def _open(self, data: dict[str, Arrays]) -> None:
+        for name, arrays in data.items():
+            if name not in self._data_futures:
+                # broadcast: every worker holds a copy, so one dying does not lose the data
+                [self._data_futures[name]] = self._client.scatter([arrays], broadcast=True, hash=False)
+
+    def _submit(self, task: TrialTask) -> Any:
+        return self._client.submit(self.trial_function, task, self._data_futures[task.dataset], pure=False)
+
+    def _wait(self, handles: list[Any]) -> Iterable[Any]:
+        from distributed import wait as dask_wait
+
+        return dask_wait(handles, return_when="FIRST_COMPLETED").done
+
+    def _collect(self, handle: Any) -> TrialResult:
+        try:
+            return handle.result()
+        finally:
+            handle.release()
+
+    def _cancel(self, handles: list[Any]) -> None:
+        if handles:
+            self._client.cancel(handles)
+
+    def close(self) -> None:
+        client = getattr(self, "_client", None)
+        if client is not None:
+            client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+
+def make_executor(name: str, workers: int, scheduler: str | None = None,
+                  retries: int = DEFAULT_RETRIES) -> Executor:
+    """The executor the command line asked for (``--executor``, ``--workers``, ``--scheduler``)."""
+    if name not in EXECUTORS:
+        raise AuditError(f"unknown executor '{name}'; known: {', '.join(EXECUTORS)}")
+    if scheduler and name != "dask":
+        raise AuditError("--scheduler needs --executor dask")
+    if name == "local":
+        return LocalExecutor(workers, retries)
+    return DaskExecutor(scheduler, workers, retries)

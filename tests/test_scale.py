@@ -1,0 +1,291 @@
+"""`audit run` on the local and Dask executors: identical results, and real faults.
+
+Real processes throughout: a Dask LocalCluster of two worker processes (shared by the
+tests, reached by its address as `--scheduler` is), worker processes killed with
+SIGKILL, a driver subprocess killed with SIGKILL, a real SQLite store. Every process a
+test starts is ended by the test.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from audit.cli import main
+from audit.executors import DaskExecutor, LocalExecutor
+from audit.run import RunRequest, run
+from audit.runner import run_trial
+from audit.store import ResultStore
+from tests import scale_faults
+from tests.scale_faults import POISON_SEED, attempts
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    import dask
+    from distributed import LocalCluster
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 2}):
+        local_cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    yield local_cluster
+    local_cluster.close()
+
+
+@pytest.fixture
+def fault_dir(tmp_path):
+    """Where the trial functions of tests/scale_faults.py mark their attempts."""
+    directory = tmp_path / "attempts"
+    directory.mkdir()
+    return directory
+
+
+def _request(store: Path, trials: int, datasets=("sonar",), strategies=("uniform",), **extra) -> RunRequest:
+    return RunRequest("lu2023", list(datasets), list(strategies), trials=trials, store=store, progress=False, **extra)
+
+
+def _stored(store: Path) -> dict[tuple[str, str, int], tuple]:
+    """Every stored trial's outcome, with its rounds' accuracies (not its timings)."""
+    with sqlite3.connect(store) as db:
+        trials = db.execute("SELECT id, dataset, strategy, trial_seed, status, aubc, aubc_by_metric, query_hash,"
+                            " error FROM trials").fetchall()
+        rounds = {}
+        for trial_id, *_ in trials:
+            rounds[trial_id] = tuple(r[0] for r in db.execute(
+                "SELECT accuracy FROM rounds WHERE trial_id=? ORDER BY round", (trial_id,)))
+    return {(d, s, seed): (status, aubc, by_metric, query_hash, error, rounds[trial_id])
+            for trial_id, d, s, seed, status, aubc, by_metric, query_hash, error in trials}
+
+
+def test_local_and_dask_store_bit_identical_results(tmp_path, cluster, sonar):
+    suite = dict(datasets=("sonar", "heart"), strategies=("uniform", "us-c"), trials=2)
+    run(_request(tmp_path / "local.sqlite", **suite))  # the default: local, one process
+    with DaskExecutor(cluster.scheduler_address) as on_dask:
+        run(_request(tmp_path / "dask.sqlite", **suite), on_dask)
+    local_trials, dask_trials = _stored(tmp_path / "local.sqlite"), _stored(tmp_path / "dask.sqlite")
+    assert len(local_trials) == 8 and all(t[0] == "ok" for t in local_trials.values())
+    assert dask_trials == local_trials  # floats compared exactly: bit-identical
+
+
+def _kill_first_attempt(fault_dir: Path, killed: list[int]) -> threading.Thread:
+    """SIGKILL the worker process of the first trial attempt to start (it is then mid-trial)."""
+    def watch():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = attempts(fault_dir)
+            if found:
+                pid = found[0][3]
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_dask_worker_killed_mid_trial_is_retried_elsewhere_and_its_trial_stored_once(tmp_path, cluster,
+                                                                                      fault_dir, lu2023, sonar):
+    killed: list[int] = []
+    watcher = _kill_first_attempt(fault_dir, killed)
+    with DaskExecutor(cluster.scheduler_address,
+                      trial_function=functools.partial(scale_faults.slow_trial, fault_dir)) as on_dask:
+        outcome = run(_request(tmp_path / "store.sqlite", trials=3), on_dask)
+    watcher.join(timeout=5)
+    assert len(killed) == 1
+    tried = attempts(fault_dir)
+    victim = tried[0]
+    retries = [a for a in tried if a[:3] == victim[:3]]
+    assert len(retries) >= 2 and retries[-1][3] != killed[0]  # run again, by another process
+    stored = _stored(tmp_path / "store.sqlite")
+    assert outcome.ran == 3 and len(stored) == 3  # each trial stored once
+    seed = victim[2]
+    reference = run_trial(lu2023, "sonar", sonar.X, sonar.y, "uniform", seed)
+    assert stored["sonar", "uniform", seed][0] == "ok"
+    assert stored["sonar", "uniform", seed][1] == reference.aubc
+    assert stored["sonar", "uniform", seed][3] == reference.query_hash
+
+
+@pytest.mark.parametrize("executor", ["local", "dask"])
+def test_a_trial_that_raises_every_time_is_stored_as_error_after_its_retries(executor, tmp_path, cluster,
+                                                                              fault_dir):
+    raises = functools.partial(scale_faults.raises_on_poison_seed, fault_dir)
+    if executor == "local":
+        chosen = LocalExecutor(1, retries=2, trial_function=raises)
+    else:
+        chosen = DaskExecutor(cluster.scheduler_address, retries=2, trial_function=raises)
+    with chosen:
+        outcome = run(_request(tmp_path / "store.sqlite", trials=3), chosen)
+    stored = _stored(tmp_path / "store.sqlite")
+    assert outcome.ran == 3 and outcome.failed == 1
+    poison = [k for k in stored if k[2] == POISON_SEED]
+    assert len(poison) == 1
+    status, *_, error, rounds = stored[poison[0]]
+    assert status == "error" and rounds == ()
+    assert error == "failed after 3 attempts: RuntimeError: deliberate failure outside the trial"
+    assert sum(a[2] == POISON_SEED for a in attempts(fault_dir)) == 3
+    assert all(v[0] == "ok" for k, v in stored.items() if k[2] != POISON_SEED)
+
+
+def _driver(store: Path, trials: int) -> subprocess.Popen:
+    """`audit run` as its own process (and process group, so a test can end all it started)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "audit.cli", "run", "--protocol", "lu2023", "--datasets", "sonar",
+         "--strategies", "uniform,us-c", "--trials", str(trials), "--store", str(store), "--no-progress"],
+        cwd=REPO, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _wait_for_trials(store: Path, at_least: int, driver: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert driver.poll() is None, driver.stderr.read().decode()
+        if store.exists():
+            try:
+                with sqlite3.connect(store, timeout=5) as db:
+                    if db.execute("SELECT COUNT(*) FROM trials").fetchone()[0] >= at_least:
+                        return
+            except sqlite3.OperationalError:  # the driver is still creating the schema
+                pass
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {at_least} trials stored after {timeout} s")
+
+
+def _end(driver: subprocess.Popen) -> None:
+    """Kill the driver's whole process group (it and any worker it started)."""
+    try:
+        os.killpg(driver.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    driver.wait(timeout=10)
+
+
+def test_a_driver_killed_mid_run_resumes_without_repeating_or_losing_a_trial(tmp_path):
+    store = tmp_path / "store.sqlite"
+    driver = _driver(store, trials=12)
+    try:
+        _wait_for_trials(store, 5, driver)
+        os.kill(driver.pid, signal.SIGKILL)  # the driver only; its group is ended below
+        driver.wait(timeout=10)
+    finally:
+        _end(driver)
+    before = {k: v for k, v in _stored(store).items()}
+    with sqlite3.connect(store) as db:
+        ids_before = dict(((d, s, seed), i) for i, d, s, seed in db.execute(
+            "SELECT id, dataset, strategy, trial_seed FROM trials"))
+    assert 5 <= len(before) < 24
+    lines: list[str] = []
+    outcome = run(_request(store, trials=12, strategies=("uniform", "us-c")), log=lines.append)
+    assert outcome.reused == len(before) and outcome.ran == 24 - len(before)  # none repeated
+    after = _stored(store)
+    assert len(after) == 24 and all(v[0] == "ok" for v in after.values())  # none lost
+    assert {k: after[k] for k in before} == before
+    with sqlite3.connect(store) as db:
+        assert all(db.execute("SELECT id FROM trials WHERE dataset=? AND strategy=? AND trial_seed=?", k).fetchone()[0]
+                   == i for k, i in ids_before.items())  # the stored rows themselves untouched
+        # every stored trial is whole: initial model + one round per pool row
+        assert {n for (n,) in db.execute("SELECT COUNT(*) FROM rounds GROUP BY trial_id")} == {105}
+
+
+def test_a_second_driver_on_the_same_store_refuses_and_status_shows_the_first(tmp_path, capsys):
+    store = tmp_path / "store.sqlite"
+    first = _driver(store, trials=100)
+    try:
+        _wait_for_trials(store, 2, first)
+        code = main(["run", "--protocol", "lu2023", "--datasets", "sonar", "--strategies", "uniform",
+                     "--trials", "3", "--store", str(store), "--no-progress"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2
+        assert err == (f"audit: error: store {store} is in use by another `audit run` (pid {first.pid} on "
+                       f"{os.uname().nodename}); wait for it to finish (`audit status` shows its progress) "
+                       "or use another --store")
+        assert main(["status", "--store", str(store)]) == 0
+        shown = capsys.readouterr().out
+        assert f"pid {first.pid}" in shown and ", running\n" in shown
+        assert "trials done " in shown and "/200, running " in shown
+    finally:
+        _end(first)
+    assert main(["status", "--store", str(store)]) == 0
+    assert "stopped (the driver died; rerun the same `audit run` to resume)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--executor", "local", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler needs --executor dask"),
+    (["--workers", "0"], "--workers must be a positive number, not 0"),
+    (["--max-trial-seconds", "0"], "--max-trial-seconds must be positive, not 0.0"),
+    (["--datasets", "nosuch"], "unknown data set"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
+    base = ["run", "--protocol", "lu2023", "--datasets", "sonar", "--store", str(tmp_path / "s.sqlite")]
+    assert main(base + argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("audit: error: ") and message in err and err.count("\n") == 1
+
+
+def test_status_of_a_store_without_runs_is_an_error(tmp_path, capsys):
+    ResultStore(tmp_path / "s.sqlite").close()
+    assert main(["status", "--store", str(tmp_path / "s.sqlite")]) == 2
+    assert capsys.readouterr().err == f"audit: error: store {tmp_path / 's.sqlite'} holds no `audit run`\n"
+
+
+def test_the_time_limit_also_stops_a_trial_off_the_main_thread(lu2023, sonar, test_strategies):
+    """Dask runs a trial in a worker thread, where SIGALRM cannot reach it."""
+    from audit.protocols import StrategySpec
+    from tests.conftest import single_strategy
+
+    protocol = single_strategy(lu2023, StrategySpec("slow", "test.sleeps", {"seconds": 0.2}, None), budget=50)
+    results = []
+    worker = threading.Thread(target=lambda: results.append(
+        run_trial(protocol, "sonar", sonar.X, sonar.y, "slow", 0, time_limit=0.5)))
+    worker.start()
+    worker.join(timeout=30)
+    assert results[0].status == "tle" and results[0].error == "time limit of 0.5 s per trial exceeded"
+    assert results[0].seconds < 5
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_local_workers_exit_when_their_driver_is_killed(tmp_path):
+    """Workers are children of the forkserver, not of the driver: without a watch they would
+    finish (here: never) trials nobody stores."""
+    script = (
+        "import functools, sys\n"
+        "from audit.executors import LocalExecutor\n"
+        "from audit.protocols import load_protocol\n"
+        "from audit.runner import TrialTask\n"
+        "from tests.scale_faults import hangs\n"
+        "tasks = [TrialTask(load_protocol('lu2023'), 'sonar', None, 'uniform', s) for s in (0, 1)]\n"
+        f"executor = LocalExecutor(2, trial_function=functools.partial(hangs, {str(tmp_path)!r}))\n"
+        "list(executor.run(tasks))\n")
+    driver = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.iterdir())) < 2:
+            assert driver.poll() is None and time.monotonic() < deadline, driver.stderr.read().decode()
+            time.sleep(0.1)
+        workers = {pid for *_, pid in attempts(tmp_path)}
+        assert len(workers) == 2 and all(_running(pid) for pid in workers)
+        driver.kill()
+        driver.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_running(pid) for pid in workers)
+    finally:
+        _end(driver)
