@@ -32,7 +32,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     print()
     print(format_table(outcome.report))
     print()
-    print(f"report: {outcome.out_dir}/report.md ({outcome.ran} trials run, {outcome.reused} reused from {args.store})")
+    print(f"report: {outcome.out_dir}/report.md and report.html ({outcome.ran} trials run, {outcome.reused} reused from {args.store})")
     return 0
 
 
@@ -127,7 +127,7 @@ def _diagnose(args: argparse.Namespace) -> int:
         if cell.get("status") == "ok":
             print(f"{cell['strategy']}: {cell['verdict']}"
                   + (f"; {cell['diagnosis']['summary']}" if cell.get("diagnosis") else ""))
-    print(f"report: {outcome.out_dir}/report.md")
+    print(f"report: {outcome.out_dir}/report.md and report.html")
     return 0
 
 

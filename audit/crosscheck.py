@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from audit.errors import AuditError
 from audit.models import ModelSpec
 from audit.protocols import StrategySpec, load_protocol
 from audit.reproduce import ReproduceRequest, execute_replay, plan_replay

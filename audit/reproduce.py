@@ -15,7 +15,7 @@ import numpy as np
 
 import adapters
 from audit import oracles
-from audit.compare import CONSISTENT, NO_REFERENCE, summarise, verdict, welch
+from audit.compare import summarise, verdict, welch
 from audit.datasets import Dataset, label_runs, load_dataset
 from audit.diagnose.detectors import lint
 from audit.errors import AuditError

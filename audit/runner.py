@@ -19,7 +19,7 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 from sklearn.preprocessing import StandardScaler

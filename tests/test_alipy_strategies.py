@@ -7,7 +7,6 @@ says why it cannot run offline.
 """
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -15,7 +14,6 @@ import pytest
 import adapters
 from adapters import MISSING
 from adapters import alipy as al
-from audit.datasets import load_dataset
 from audit.models import ModelSpec
 from audit.protocols import StrategySpec, load_protocol
 from audit.runner import run_trial

@@ -6,7 +6,6 @@ matches scikit-activeml used directly; a missing library is reported, not raised
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 
 import numpy as np
@@ -14,7 +13,6 @@ import pytest
 
 import adapters
 from adapters import MISSING
-from audit.datasets import load_dataset
 from audit.models import ModelSpec
 from audit.protocols import StrategySpec, load_protocol
 from audit.runner import run_trial
