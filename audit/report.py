@@ -74,7 +74,7 @@ def table_row(cell: dict[str, Any], scale: str) -> tuple[str, ...]:
     name = cell["strategy"] + ORACLE_MARK * bool(cell.get("uses_test_labels"))
     if cell["status"] == "unavailable":
         return (name, cell["library"], "-", "-", "-", "-", "-", _pct(scale, cell["published_mean"]),
-                f"unavailable: {cell['reason']}")
+                "unavailable (reason below)")
     failed = [f"{cell['n_errors']} errors"] * bool(cell["n_errors"]) + [f"{cell.get('n_tle', 0)} TLE"] * bool(cell.get("n_tle"))
     errors = f" ({', '.join(failed)})" if failed else ""
     return (name, cell["library"], f"{cell['n_trials']}{errors}", _pct(scale, cell["mean"]), _pct(scale, cell["sd"]),
@@ -83,7 +83,9 @@ def table_row(cell: dict[str, Any], scale: str) -> tuple[str, ...]:
 
 
 def table_notes(report: dict[str, Any]) -> list[str]:
-    return [ORACLE_NOTE] if any(c.get("uses_test_labels") for c in report["strategies"]) else []
+    """Lines under the table: why each unavailable strategy cannot run, and the oracle mark."""
+    notes = [f"{c['strategy']} unavailable: {c['reason']}" for c in report["strategies"] if c["status"] == "unavailable"]
+    return notes + ([ORACLE_NOTE] if any(c.get("uses_test_labels") for c in report["strategies"]) else [])
 
 
 def format_table(report: dict[str, Any]) -> str:

@@ -238,3 +238,23 @@ def test_compat_bad_input(capsys, tmp_path, argv, fragment):
                        "--out", str(tmp_path / "out"))
     assert_one_line_error(code, err, fragment)
     assert not (tmp_path / "out").exists()
+
+
+def test_unavailable_strategies_are_rows_of_every_report_with_their_reason(tmp_path, lu2023):
+    import dataclasses
+
+    from audit.report import format_table
+    from audit.reproduce import ReproduceRequest, reproduce
+
+    protocol = dataclasses.replace(lu2023, budget_size=3, strategies={
+        sid: lu2023.strategy(sid) for sid in ("uniform", "vr", "lal")})
+    outcome = reproduce(ReproduceRequest(protocol, "sonar", trials=2, store=tmp_path / "s.sqlite",
+                                         out=tmp_path / "out", progress=False, no_diagnose=True))
+    lines = format_table(outcome.report).splitlines()
+    for sid, reason in (("vr", "VarianceReduction C extension"), ("lal", "downloads")):
+        row = next(line for line in lines if line.split()[:1] == [sid])
+        assert row.endswith("unavailable (reason below)")
+        assert any(line.startswith(f"{sid} unavailable: ") and reason in line for line in lines)
+        assert f"{sid} unavailable: " in (tmp_path / "out" / "report.md").read_text()
+    cells = {c["strategy"]: c for c in json.loads((tmp_path / "out" / "report.json").read_text())["strategies"]}
+    assert cells["vr"]["status"] == "unavailable" and cells["uniform"]["n_trials"] == 2
