@@ -336,6 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "action", None) == "show" and not args.name:
         parser.error("protocols show needs a protocol name")
+    if max(getattr(args, "jobs", 1), getattr(args, "workers", 1)) > 1 and getattr(args, "executor", "local") == "local":
+        from audit.workers import start_early
+
+        start_early()  # worker imports overlap with the driver's own
     try:
         return args.func(args)
     except AuditError as exc:

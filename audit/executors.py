@@ -17,7 +17,6 @@ error, and the same seeds would fail the same way.
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import threading
 import time
@@ -28,6 +27,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from audit.workers import context as worker_context
 from audit.errors import AuditError
 from audit.runner import TrialResult, TrialTask, execute_task
 
@@ -209,7 +209,7 @@ class LocalExecutor(Executor):
     def _open(self, data: dict[str, Arrays]) -> None:
         self._data = data
         if self._workers > 1:  # forkserver: forking after OpenMP/BLAS threads have run is unsafe
-            self._pool = ProcessPoolExecutor(self._workers, mp_context=multiprocessing.get_context("forkserver"),
+            self._pool = ProcessPoolExecutor(self._workers, mp_context=worker_context(),
                                          initializer=_start_worker, initargs=(self._data, os.getpid()))
 
     def _submit(self, task: TrialTask) -> Future:

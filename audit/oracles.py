@@ -42,7 +42,6 @@ plain reference implementation (tests/oracle_reference.py).
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pickle
 import tempfile
@@ -57,6 +56,7 @@ import numpy as np
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
+from audit.workers import context as worker_context
 from audit.errors import AuditError
 from audit.metrics import round_metrics
 from audit.models import ModelSpec, margin_scores
@@ -272,7 +272,7 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     """Worker processes kept for the life of this process: each imports scikit-learn once
     (seconds), not once per trial."""
     if jobs not in _POOLS:
-        _POOLS[jobs] = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("forkserver"),
+        _POOLS[jobs] = ProcessPoolExecutor(jobs, mp_context=worker_context(),
                                            initializer=_start_worker)
     return _POOLS[jobs]
 
