@@ -173,6 +173,16 @@ def _compat(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replay_options(sp: argparse.ArgumentParser, out_help: str) -> None:
+    """The options every replaying command shares."""
+    sp.add_argument("--trials", type=int, help="number of trials (default: the protocol's)")
+    sp.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
+    sp.add_argument("--data-dir", help="directory of the LIBSVM files")
+    sp.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
+    sp.add_argument("--out", help=out_help)
+    sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="audit", description="Replay published active-learning protocols "
                                      "through the real libraries and audit the published numbers.")
@@ -227,12 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             sp.add_argument("--datasets", required=True, help="comma-separated data set names")
         sp.add_argument("--strategies", help="comma-separated strategy ids (default: all available)")
-        sp.add_argument("--trials", type=int, help="number of trials (default: the protocol's)")
-        sp.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
-        sp.add_argument("--data-dir", help="directory of the LIBSVM files")
-        sp.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
-        sp.add_argument("--out", help=f"output directory (default reports/{name}-<protocol>)")
-        sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+        _replay_options(sp, f"output directory (default reports/{name}-<protocol>)")
         sp.set_defaults(func=_stats)
 
     rep.add_argument("--no-diagnose", action="store_true",
@@ -246,12 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("protocol", help="protocol name or .toml file")
     dg.add_argument("--dataset", required=True, help="data set name")
     dg.add_argument("--strategies", help="comma-separated strategy ids (default: all available)")
-    dg.add_argument("--trials", type=int, help="number of trials (default: the protocol's)")
-    dg.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
-    dg.add_argument("--data-dir", help="directory of the LIBSVM files")
-    dg.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
-    dg.add_argument("--out", help="report directory (default reports/<protocol>-<dataset>)")
-    dg.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _replay_options(dg, "report directory (default reports/<protocol>-<dataset>)")
     dg.set_defaults(func=_diagnose)
 
     bl = sub.add_parser("baseline", help="replay a suite here and record it for `audit gate` (CI gating)")
@@ -285,12 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "and task models (default %(default)s, lu2023's specs; others: scikit-learn defaults)")
     cp.add_argument("--strategy", default="us-margin", help="query strategy run on each query model "
                     "(default %(default)s)")
-    cp.add_argument("--trials", type=int, help="number of trials (default: the protocol's)")
-    cp.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
-    cp.add_argument("--data-dir", help="directory of the LIBSVM files")
-    cp.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
-    cp.add_argument("--out", help="output directory (default reports/compat-<protocol>-<dataset>)")
-    cp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _replay_options(cp, "output directory (default reports/compat-<protocol>-<dataset>)")
     cp.set_defaults(func=_compat)
 
     # -- scale-out: `audit run` and `audit status` (handled in audit/run.py) --
