@@ -20,7 +20,6 @@ import numpy as np
 
 CURVES_PNG = "learning_curve.png"
 FOREST_PNG = "forest_plot.png"
-FIELDS = ("strategy", "n_trials", "mean", "sd", "ci95", "ci99", "published_mean", "verdict")
 
 
 def _pct(protocol_scale: str, value: float | None) -> str:
