@@ -15,10 +15,7 @@ import csv
 import dataclasses
 import json
 import math
-import os
-import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -31,6 +28,7 @@ from audit.errors import AuditError
 from audit.metrics import get_variant
 from audit.models import BUILDERS, ModelSpec
 from audit.protocols import Protocol, StrategySpec, load_protocol
+from audit.report import write_directory
 from audit.reproduce import ReplayPlan, ReproduceRequest, execute_replay, plan_replay
 from audit.runner import TrialResult
 from audit.store import ResultStore
@@ -234,7 +232,7 @@ def run_compat(request: CompatRequest, log: Callable[[str], None] = lambda line:
     if len(reports) > 1:
         summary = summarise_grids(reports)
         out = Path(request.out) if request.out else Path("reports") / f"compat-{base.name}-summary"
-        _write_atomically(out, {"summary.md": f"# Model compatibility across data sets\n\n```\n"
+        write_directory(out, {"summary.md": f"# Model compatibility across data sets\n\n```\n"
                                               f"{format_summary(summary)}\n```\n",
                                 "summary.json": json.dumps(summary, indent=2) + "\n"})
         summary["out_dir"] = str(out)
@@ -444,32 +442,9 @@ def write_grid(report: dict[str, Any], results: dict[tuple[str, str], list[Trial
     markdown = (f"# Model compatibility on {report['dataset']['name']}\n\n"
                 f"## Uncertainty sampling: query model x task model (lu2023 Section 5.1, Figures 4, 7-12)\n\n"
                 f"```\n{format_grid(report)}\n```\n\n![query x task heatmap](compat.png)\n")
-    _write_atomically(out_dir, {"compat.csv": cells_csv, "per_trial.csv": trials_csv,
+    write_directory(out_dir, {"compat.csv": cells_csv, "per_trial.csv": trials_csv,
                                 "compat.json": json.dumps(report, indent=2) + "\n",
                                 "report.md": markdown, "compat.png": lambda path: plot_grid(report, path)})
-
-
-def _write_atomically(out_dir: Path, files: dict[str, str | Callable[[Path], None]]) -> None:
-    """Write into a temporary sibling and rename it into place, so a failed run leaves no half report."""
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        for name, content in files.items():
-            if isinstance(content, str):
-                (tmp / name).write_text(content)
-            else:
-                content(tmp / name)
-        old = None
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-            out_dir.rename(old)
-        tmp.rename(out_dir)
-        if old is not None:
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 # --- across data sets --------------------------------------------------------------------

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -188,26 +188,18 @@ def _markdown(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def write_report(report: dict[str, Any], per_trial: list[dict[str, Any]],
-                 curves: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: Path) -> Path:
-    """Write report.json, report.md, report.html, per_trial.csv and the two figures into
-    ``out_dir`` atomically (all or nothing)."""
-    from audit.report_html import render_html
-    from audit.report_plots import plot_forest, plot_learning_curves
-
+def write_directory(out_dir: Path, files: dict[str, str | Callable[[Path], None]]) -> Path:
+    """Write ``files`` (name: text, or a function writing that path; in order) into a
+    temporary sibling and rename it into place: a failed run leaves no half report."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        (tmp / "report.json").write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
-        (tmp / "report.md").write_text(_markdown(report))
-        with open(tmp / "per_trial.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=["strategy", "trial_seed", "aubc", "status", "query_hash"])
-            writer.writeheader()
-            writer.writerows(per_trial)
-        plot_learning_curves(report, curves, tmp / CURVES_PNG)
-        plot_forest(report, tmp / FOREST_PNG)
-        (tmp / "report.html").write_text(render_html(report, tmp / FOREST_PNG, tmp / CURVES_PNG))
+        for name, content in files.items():
+            if isinstance(content, str):
+                (tmp / name).write_text(content)
+            else:
+                content(tmp / name)
         old = None
         if out_dir.exists():
             old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
@@ -219,6 +211,30 @@ def write_report(report: dict[str, Any], per_trial: list[dict[str, Any]],
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out_dir
+
+
+def write_report(report: dict[str, Any], per_trial: list[dict[str, Any]],
+                 curves: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: Path) -> Path:
+    """Write report.json, report.md, report.html, per_trial.csv and the two figures into
+    ``out_dir`` atomically (all or nothing)."""
+    from audit.report_html import render_html
+    from audit.report_plots import plot_forest, plot_learning_curves
+
+    def write_csv(path: Path) -> None:
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=["strategy", "trial_seed", "aubc", "status", "query_hash"])
+            writer.writeheader()
+            writer.writerows(per_trial)
+
+    return write_directory(out_dir, {
+        "report.json": json.dumps(report, indent=2, default=_json_default) + "\n",
+        "report.md": _markdown(report),
+        "per_trial.csv": write_csv,
+        CURVES_PNG: lambda path: plot_learning_curves(report, curves, path),
+        FOREST_PNG: lambda path: plot_forest(report, path),
+        "report.html": lambda path: path.write_text(
+            render_html(report, path.parent / FOREST_PNG, path.parent / CURVES_PNG)),
+    })
 
 
 def _json_default(value: Any) -> Any:
