@@ -9,11 +9,12 @@ results.
 
 An exception escaping the trial function (outside the runner's own error handling) fails
 the attempt: a task is attempted at most ``1 + retries`` times, then yielded as an error
-result. On Dask a worker process that dies is handled by the scheduler, which reruns its
-task on another worker; a local pool cannot survive a dead worker, so the local executor
-stops with a one-line error (finished trials are stored, a rerun resumes). A library
-failing inside a trial is not retried: the runner already records it as that trial's
-error, and the same seeds would fail the same way.
+result. A worker process that dies mid-trial: on Dask the scheduler reruns its task on
+another worker; a local pool breaks as a whole, so the local executor starts a new one
+and reruns the lost tasks, each alone (another task in flight may have been the one that
+killed the pool): a task counts a failed attempt only when its worker died while it ran
+alone. A library failing inside a trial is not retried: the runner already records it as
+that trial's error, and the same seeds would fail the same way.
 """
 from __future__ import annotations
 
@@ -47,6 +48,17 @@ def load_task_data(tasks: Iterable[TrialTask]) -> dict[str, Arrays]:
             loaded = load_dataset(task.dataset, task.data_dir)
             data[task.dataset] = (loaded.X, loaded.y)
     return data
+
+
+class LostWorker(Exception):
+    """An attempt lost with the worker process running it. ``alone``: no other attempt
+    was lost with it, so this task's run is the one its worker died in (a counted
+    attempt); otherwise any of the lost attempts may have killed the worker, and each is
+    rerun alone before one is counted against it."""
+
+    def __init__(self, alone: bool):
+        super().__init__("its worker process died")
+        self.alone = alone
 
 
 def failed_result(task: TrialTask, attempts: int, reason: str) -> TrialResult:
@@ -115,10 +127,11 @@ class Executor:
             return
         self._open(load_task_data(pending))
         failures: Counter[tuple[str, str, int]] = Counter()
+        suspects: set[tuple[str, str, int]] = set()  # lost with a worker: rerun alone, at the front
         in_flight = self._in_flight
         try:
             while pending or in_flight:
-                while pending and len(in_flight) < self.window:
+                while pending and len(in_flight) < (1 if suspects else self.window):
                     task = pending.popleft()
                     in_flight[self._submit(task)] = task
                 for handle in self._wait(list(in_flight)):
@@ -129,11 +142,16 @@ class Executor:
                     except AuditError:  # the executor itself cannot go on
                         raise
                     except Exception as exc:  # raised outside the trial's own error handling
-                        failures[key] += 1
+                        lost = isinstance(exc, LostWorker)
+                        if lost:
+                            suspects.add(key)
+                        if not (lost and not exc.alone):
+                            failures[key] += 1
                         if failures[key] <= self.retries:
                             pending.appendleft(task)
                             continue
                         result = failed_result(task, failures[key], f"{type(exc).__name__}: {exc}")
+                    suspects.discard(key)
                     yield result
         finally:
             self._cancel(list(in_flight))
@@ -195,7 +213,9 @@ class LocalExecutor(Executor):
         self._workers = workers
         self._data: dict[str, Arrays] = {}
         self._pool: ProcessPoolExecutor | None = None
-        self._broken = False  # a worker died: the pool's own shutdown may wait for it forever
+        self._generation = 0  # pools replaced so far (one per dead worker)
+        self._generation_of: dict[Future, int] = {}  # in-flight futures -> the pool that runs them
+        self._lost: dict[int, int] = {}  # generation -> attempts lost when its pool broke
 
     @property
     def workers(self) -> int:
@@ -208,13 +228,33 @@ class LocalExecutor(Executor):
 
     def _open(self, data: dict[str, Arrays]) -> None:
         self._data = data
-        if self._workers > 1:  # forkserver: forking after OpenMP/BLAS threads have run is unsafe
-            self._pool = ProcessPoolExecutor(self._workers, mp_context=worker_context(),
-                                         initializer=_start_worker, initargs=(self._data, os.getpid()))
+        if self._workers > 1:
+            self._pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        # forkserver: forking after OpenMP/BLAS threads have run is unsafe
+        return ProcessPoolExecutor(self._workers, mp_context=worker_context(),
+                                   initializer=_start_worker, initargs=(self._data, os.getpid()))
+
+    def _replace_broken_pool(self) -> None:
+        """A worker died, which breaks the whole pool: count what it took with it, start anew."""
+        futures = [f for f, g in self._generation_of.items() if g == self._generation]
+        wait(futures, timeout=60)  # the pool fails every attempt it still had
+        self._lost[self._generation] = sum(
+            f.done() and not f.cancelled() and isinstance(f.exception(), BrokenProcessPool) for f in futures)
+        _end_broken_pool(self._pool)
+        self._generation += 1
+        self._pool = self._new_pool()
 
     def _submit(self, task: TrialTask) -> Future:
         if self._pool is not None:
-            return self._pool.submit(_run_shipped, self.trial_function, task)
+            try:
+                future = self._pool.submit(_run_shipped, self.trial_function, task)
+            except BrokenProcessPool:  # broke since the last collect
+                self._replace_broken_pool()
+                future = self._pool.submit(_run_shipped, self.trial_function, task)
+            self._generation_of[future] = self._generation
+            return future
         future: Future = Future()
         try:
             future.set_result(self.trial_function(task, self._data[task.dataset]))
@@ -226,21 +266,42 @@ class LocalExecutor(Executor):
         return wait(handles, return_when=FIRST_COMPLETED).done
 
     def _collect(self, handle: Future) -> TrialResult:
+        generation = self._generation_of.get(handle)
         try:
             return handle.result()
         except BrokenProcessPool:
-            self._broken = True
-            raise AuditError("a local worker process died, which stops a process pool; the finished trials "
-                             "are stored: rerun to resume (--executor dask reruns a lost trial itself)") from None
+            if generation == self._generation:  # the first attempt seen lost with this pool
+                self._replace_broken_pool()
+            raise LostWorker(alone=self._lost[generation] == 1) from None
+        finally:
+            self._generation_of.pop(handle, None)
 
     def _cancel(self, handles: list[Future]) -> None:
         for future in handles:
             future.cancel()
+            self._generation_of.pop(future, None)
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=not self._broken, cancel_futures=True)
+            if getattr(self._pool, "_broken", False):  # broke after its last collect
+                _end_broken_pool(self._pool)
+            else:
+                self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+def _end_broken_pool(pool: ProcessPoolExecutor) -> None:
+    """Shut down a pool a dead worker broke, ending its remaining workers first.
+
+    The pool's own clean-up terminates the workers it knows of, then waits for them; a
+    worker that a submit racing with the break started is not among them, so it idles
+    for ever and the pool's shutdown never returns (CPython 3.11). Terminating every
+    worker of the pool (an internal mapping) avoids both.
+    """
+    for process in list(getattr(pool, "_processes", {}).values()):
+        if process.is_alive():
+            process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 # --- Dask: a scheduler given by address, or a LocalCluster started here ---------------

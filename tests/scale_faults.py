@@ -46,3 +46,13 @@ def hangs(directory, task, arrays):
     """Marks the attempt, then never finishes: a trial running when its driver is killed."""
     mark_attempt(directory, task)
     time.sleep(3600)
+
+
+def dies_on_poison_seed(directory, task, arrays):
+    """Kills its own worker process, every time, for POISON_SEED (after a moment, so that
+    other trials are in flight with it); runs the other trials after the same moment."""
+    mark_attempt(directory, task)
+    time.sleep(0.5)
+    if task.trial_seed == POISON_SEED:
+        os._exit(1)
+    return execute_task(task, arrays)

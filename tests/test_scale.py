@@ -117,6 +117,41 @@ def test_a_dask_worker_killed_mid_trial_is_retried_elsewhere_and_its_trial_store
     assert stored["sonar", "uniform", seed][3] == reference.query_hash
 
 
+def test_a_local_worker_killed_mid_trial_is_rerun_in_a_new_pool_and_its_trial_stored_once(tmp_path, fault_dir,
+                                                                                           lu2023, sonar):
+    killed: list[int] = []
+    watcher = _kill_first_attempt(fault_dir, killed)
+    with LocalExecutor(2, trial_function=functools.partial(scale_faults.slow_trial, fault_dir)) as local:
+        outcome = run(_request(tmp_path / "store.sqlite", trials=4), local)
+    watcher.join(timeout=5)
+    assert len(killed) == 1
+    tried = attempts(fault_dir)
+    victim = tried[0]
+    reruns = [a for a in tried if a[:3] == victim[:3]]
+    assert len(reruns) == 2 and reruns[1][3] != killed[0]  # run again, by a new process
+    stored = _stored(tmp_path / "store.sqlite")
+    assert outcome.ran == 4 and outcome.failed == 0 and len(stored) == 4  # each trial stored once
+    assert all(v[0] == "ok" for v in stored.values())
+    reference = run_trial(lu2023, "sonar", sonar.X, sonar.y, "uniform", victim[2])
+    assert stored["sonar", "uniform", victim[2]][1] == reference.aubc
+    assert stored["sonar", "uniform", victim[2]][3] == reference.query_hash
+
+
+def test_a_trial_that_kills_its_local_worker_every_time_is_an_error_and_only_it(tmp_path, fault_dir):
+    dies = functools.partial(scale_faults.dies_on_poison_seed, fault_dir)
+    with LocalExecutor(2, retries=2, trial_function=dies) as local:
+        outcome = run(_request(tmp_path / "store.sqlite", trials=4), local)
+    stored = _stored(tmp_path / "store.sqlite")
+    assert outcome.ran == 4 and outcome.failed == 1 and len(stored) == 4
+    poison = [k for k in stored if k[2] == POISON_SEED]
+    assert len(poison) == 1
+    status, *_, error, rounds = stored[poison[0]]
+    assert (status, rounds) == ("error", ()) and error == "failed after 3 attempts: LostWorker: its worker process died"
+    # counted only when it ran alone: at most one attempt with others in flight, then three alone
+    assert 3 <= sum(a[2] == POISON_SEED for a in attempts(fault_dir)) <= 4
+    assert all(v[0] == "ok" for k, v in stored.items() if k[2] != POISON_SEED)  # the others were never charged
+
+
 @pytest.mark.parametrize("executor", ["local", "dask"])
 def test_a_trial_that_raises_every_time_is_stored_as_error_after_its_retries(executor, tmp_path, cluster,
                                                                               fault_dir):
