@@ -227,6 +227,9 @@ class LocalExecutor(Executor):
         return 1 if self._workers == 1 else super().window
 
     def _open(self, data: dict[str, Arrays]) -> None:
+        if self._pool is not None and data.keys() <= self._data.keys():
+            return  # a later run on the same data sets: the workers hold them already
+        self.close()
         self._data = data
         if self._workers > 1:
             self._pool = self._new_pool()

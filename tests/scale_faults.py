@@ -27,6 +27,12 @@ def attempts(directory: Path) -> list[tuple[str, str, int, int]]:
     return found
 
 
+def marked_trial(directory, task, arrays):
+    """Marks the attempt, runs the trial."""
+    mark_attempt(directory, task)
+    return execute_task(task, arrays)
+
+
 def slow_trial(directory, task, arrays):
     """Marks the attempt, waits SLOW_SECONDS (a window to kill its worker mid-trial), runs the trial."""
     mark_attempt(directory, task)

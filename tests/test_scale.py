@@ -137,6 +137,21 @@ def test_a_local_worker_killed_mid_trial_is_rerun_in_a_new_pool_and_its_trial_st
     assert stored["sonar", "uniform", victim[2]][3] == reference.query_hash
 
 
+def test_a_local_executor_reuses_its_workers_for_a_second_run_on_the_same_data(tmp_path, fault_dir):
+    marked = functools.partial(scale_faults.marked_trial, fault_dir)
+    with LocalExecutor(2, trial_function=marked) as local:
+        run(_request(tmp_path / "first.sqlite", trials=4), local)
+        first = {a[3] for a in attempts(fault_dir)}
+        run(_request(tmp_path / "second.sqlite", trials=4), local)
+        every = {a[3] for a in attempts(fault_dir)}
+        run(_request(tmp_path / "third.sqlite", trials=2, datasets=("heart",)), local)  # new data: new workers
+        heart = {a[3] for a in attempts(fault_dir) if a[0] == "heart"}
+    assert len(attempts(fault_dir)) == 10
+    assert every == first and len(first) <= 2
+    assert not heart & first
+    assert _stored(tmp_path / "first.sqlite") == _stored(tmp_path / "second.sqlite")
+
+
 def test_a_trial_that_kills_its_local_worker_every_time_is_an_error_and_only_it(tmp_path, fault_dir):
     dies = functools.partial(scale_faults.dies_on_poison_seed, fault_dir)
     with LocalExecutor(2, retries=2, trial_function=dies) as local:
