@@ -195,12 +195,21 @@ def missing_tasks(plan: ReplayPlan, request: ReproduceRequest,
             done[sid] -= {r.trial_seed for r in store.trials(protocol.name, name, sid, fingerprint)
                           if r.status != "ok"}
     # Seed-major order: every strategy finishes a first trial early, for the time estimate.
-    # An oracle trial gets the jobs inside it (its candidate evaluations), see _run.
-    inner = {sid: request.jobs if oracles.is_oracle(protocol.strategy(sid).implementation) else 1
-             for sid in plan.strategies}
-    tasks = [TrialTask(protocol, name, request.data_dir, sid, s, request.trial_timeout, inner[sid])
+    oracle_ids = {sid for sid in plan.strategies if oracles.is_oracle(protocol.strategy(sid).implementation)}
+    n_oracle_trials = sum(len(set(seeds) - done[sid]) for sid in oracle_ids)
+    inner = oracle_jobs(n_oracle_trials, request.jobs)
+    tasks = [TrialTask(protocol, name, request.data_dir, sid, s, request.trial_timeout,
+                       inner if sid in oracle_ids else 1)
              for s in seeds for sid in plan.strategies if s not in done[sid]]
     return fingerprint, details, tasks, sum(len(d) for d in done.values())
+
+
+def oracle_jobs(n_oracle_trials: int, jobs: int) -> int:
+    """Processes inside each oracle trial (its candidate evaluations; the result is the
+    same). With at least as many oracle trials as jobs, the trials run side by side, which
+    uses the cores better (no hand-off between processes every round); with fewer, each
+    spreads its candidates over the jobs and they run one at a time after the others."""
+    return jobs if 0 < n_oracle_trials < jobs else 1
 
 
 def execute_replay(plan: ReplayPlan, request: ReproduceRequest, store: ResultStore,

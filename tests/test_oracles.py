@@ -14,7 +14,7 @@ from audit.errors import AuditError
 from audit.models import ModelSpec
 from audit.protocols import StrategySpec
 from audit.report import ORACLE_NOTE, format_table
-from audit.reproduce import ReproduceRequest, choose_strategies, estimate_seconds, reproduce
+from audit.reproduce import ReproduceRequest, choose_strategies, estimate_seconds, oracle_jobs, reproduce
 from audit.runner import TrialTask, _Features, run_trial
 from audit.splits import make_split
 from tests.oracle_reference import _Trial, naive_beam_search, naive_greedy
@@ -178,6 +178,12 @@ def test_oracles_are_available_and_unknown_ones_are_not(lu2023):
 def test_oracle_trials_are_timed_with_their_inner_jobs(lu2023):
     tasks = [TrialTask(lu2023, "sonar", None, "bso", 0, jobs=2), TrialTask(lu2023, "sonar", None, "us-c", 0)]
     assert estimate_seconds(tasks, {"bso": 10.0, "us-c": 1.0}, 2) == 10.5
+
+
+def test_oracle_trials_run_side_by_side_unless_fewer_than_the_jobs():
+    assert oracle_jobs(10, 2) == 1 and oracle_jobs(2, 2) == 1 and oracle_jobs(0, 2) == 1
+    assert oracle_jobs(1, 2) == 2 and oracle_jobs(3, 4) == 4
+    assert oracle_jobs(1, 1) == 1
 
 
 def test_oracles_in_reports_are_flagged_and_compared_and_jobs_change_nothing(tmp_path, lu2023, sonar):
