@@ -35,10 +35,10 @@ Speed without changing a result: a child set reached from several beams is evalu
 once; an SVC task model is fitted and applied through libsvm with exactly the arguments
 SVC.fit and SVC.predict pass (scikit-learn's validation around them is most of the cost
 on small sets); the test set is predicted in one call and only correct counts are kept;
-with jobs > 1 the candidates of a round are scored in worker processes that live as long
-as this process (each imports scikit-learn once), read each trial's arrays once from a
-file, and receive index arrays only. tests/test_oracles.py checks the result against a
-plain reference implementation (tests/oracle_reference.py).
+with jobs > 1 the candidates of a round are scored in this process and in jobs - 1 worker
+processes that live as long as this process (each imports scikit-learn once), read each
+trial's arrays once from a file, and receive index arrays only. tests/test_oracles.py
+checks the result against a plain reference implementation (tests/oracle_reference.py).
 """
 from __future__ import annotations
 
@@ -268,22 +268,24 @@ def _count_in_worker(token: str, path: str, parents: list[np.ndarray], pairs: np
     return _count(_WORKER["scorer"], parents, pairs)
 
 
-def _pool(jobs: int) -> ProcessPoolExecutor:
+def _pool(workers: int) -> ProcessPoolExecutor:
     """Worker processes kept for the life of this process: each imports scikit-learn once
     (seconds), not once per trial."""
-    if jobs not in _POOLS:
-        _POOLS[jobs] = ProcessPoolExecutor(jobs, mp_context=worker_context(),
-                                           initializer=_start_worker)
-    return _POOLS[jobs]
+    if workers not in _POOLS:
+        _POOLS[workers] = ProcessPoolExecutor(workers, mp_context=worker_context(),
+                                              initializer=_start_worker)
+    return _POOLS[workers]
 
 
 class Evaluator:
-    """Scores many child sets, in this process (jobs = 1) or in ``jobs`` worker processes.
+    """Scores many child sets, in this process (jobs = 1) or in this process and ``jobs - 1``
+    worker processes.
 
     The counts come back in the order of ``pairs`` whatever ``jobs`` is, so results do not
-    depend on it. Chunks are contiguous slices, two per worker, to amortise the IPC; they
-    carry index arrays only: the trial's arrays go to a file once, which each worker reads
-    once.
+    depend on it. Each round's pairs are cut into ``jobs`` contiguous slices: the first is
+    scored here while the workers score the others (one hand-off per worker and round);
+    they carry index arrays only: the trial's arrays go to a file once, which each worker
+    reads once.
     """
 
     def __init__(self, scorer: Scorer, jobs: int = 1):
@@ -297,16 +299,17 @@ class Evaluator:
             self._token = uuid.uuid4().hex
 
     def counts(self, parents: list[np.ndarray], pairs: np.ndarray) -> np.ndarray:
-        if self._path is None or len(pairs) < 2:
+        if self._path is None or len(pairs) < self.jobs:
             return _count(self.scorer, parents, pairs)
-        n_chunks = min(len(pairs), 2 * self.jobs)  # a round waits for its last chunk: few, even chunks
-        pool = _pool(self.jobs)
-        self._futures = [pool.submit(_count_in_worker, self._token, self._path, parents, chunk)
-                         for chunk in np.array_split(pairs, n_chunks)]
+        here, *elsewhere = np.array_split(pairs, self.jobs)
+        pool = _pool(self.jobs - 1)
+        self._futures = [pool.submit(_count_in_worker, self._token, self._path, parents, part)
+                         for part in elsewhere]
+        counted = _count(self.scorer, parents, here)
         try:
-            return np.concatenate([f.result() for f in self._futures])
+            return np.concatenate([counted] + [f.result() for f in self._futures])
         except BrokenProcessPool:
-            del _POOLS[self.jobs]  # a worker died: the next trial starts fresh workers
+            del _POOLS[self.jobs - 1]  # a worker died: the next trial starts fresh workers
             raise
 
     def close(self) -> None:
