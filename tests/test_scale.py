@@ -95,18 +95,25 @@ def _kill_first_attempt(fault_dir: Path, killed: list[int]) -> threading.Thread:
     return thread
 
 
-def test_a_dask_worker_killed_mid_trial_is_retried_elsewhere_and_its_trial_stored_once(tmp_path, cluster,
-                                                                                      fault_dir, lu2023, sonar):
+def _run_killing_first_attempt(executor, store: Path, trials: int, fault_dir: Path):
+    """Run Uniform on sonar, SIGKILLing the worker of the first attempt to start:
+    (outcome, [the killed pid], every attempt of the killed trial, oldest first)."""
     killed: list[int] = []
     watcher = _kill_first_attempt(fault_dir, killed)
-    with DaskExecutor(cluster.scheduler_address,
-                      trial_function=functools.partial(scale_faults.slow_trial, fault_dir)) as on_dask:
-        outcome = run(_request(tmp_path / "store.sqlite", trials=3), on_dask)
+    with executor:
+        outcome = run(_request(store, trials=trials), executor)
     watcher.join(timeout=5)
     assert len(killed) == 1
     tried = attempts(fault_dir)
-    victim = tried[0]
-    retries = [a for a in tried if a[:3] == victim[:3]]
+    return outcome, killed, [a for a in tried if a[:3] == tried[0][:3]]
+
+
+def test_a_dask_worker_killed_mid_trial_is_retried_elsewhere_and_its_trial_stored_once(tmp_path, cluster,
+                                                                                      fault_dir, lu2023, sonar):
+    outcome, killed, retries = _run_killing_first_attempt(
+        DaskExecutor(cluster.scheduler_address, trial_function=functools.partial(scale_faults.slow_trial, fault_dir)),
+        tmp_path / "store.sqlite", 3, fault_dir)
+    victim = retries[0]
     assert len(retries) >= 2 and retries[-1][3] != killed[0]  # run again, by another process
     stored = _stored(tmp_path / "store.sqlite")
     assert outcome.ran == 3 and len(stored) == 3  # each trial stored once
@@ -119,15 +126,10 @@ def test_a_dask_worker_killed_mid_trial_is_retried_elsewhere_and_its_trial_store
 
 def test_a_local_worker_killed_mid_trial_is_rerun_in_a_new_pool_and_its_trial_stored_once(tmp_path, fault_dir,
                                                                                            lu2023, sonar):
-    killed: list[int] = []
-    watcher = _kill_first_attempt(fault_dir, killed)
-    with LocalExecutor(2, trial_function=functools.partial(scale_faults.slow_trial, fault_dir)) as local:
-        outcome = run(_request(tmp_path / "store.sqlite", trials=4), local)
-    watcher.join(timeout=5)
-    assert len(killed) == 1
-    tried = attempts(fault_dir)
-    victim = tried[0]
-    reruns = [a for a in tried if a[:3] == victim[:3]]
+    outcome, killed, reruns = _run_killing_first_attempt(
+        LocalExecutor(2, trial_function=functools.partial(scale_faults.slow_trial, fault_dir)),
+        tmp_path / "store.sqlite", 4, fault_dir)
+    victim = reruns[0]
     assert len(reruns) == 2 and reruns[1][3] != killed[0]  # run again, by a new process
     stored = _stored(tmp_path / "store.sqlite")
     assert outcome.ran == 4 and outcome.failed == 0 and len(stored) == 4  # each trial stored once
