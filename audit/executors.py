@@ -145,7 +145,7 @@ class Executor:
                         lost = isinstance(exc, LostWorker)
                         if lost:
                             suspects.add(key)
-                        if not (lost and not exc.alone):
+                        if not lost or exc.alone:  # an attempt lost with others is not counted
                             failures[key] += 1
                         if failures[key] <= self.retries:
                             pending.appendleft(task)
