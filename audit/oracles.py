@@ -35,9 +35,10 @@ Speed without changing a result: a child set reached from several beams is evalu
 once; an SVC task model is fitted and applied through libsvm with exactly the arguments
 SVC.fit and SVC.predict pass (scikit-learn's validation around them is most of the cost
 on small sets); the test set is predicted in one call and only correct counts are kept;
-with jobs > 1 the candidates of a round are scored in this process and in jobs - 1 worker
-processes that live as long as this process (each imports scikit-learn once), read each
-trial's arrays once from a file, and receive index arrays only. tests/test_oracles.py
+with jobs > 1 the candidates of a round, and the final learning curve's fits, are shared
+between this process and jobs - 1 worker processes that live as long as this process
+(each imports scikit-learn once), read each trial's arrays once from a file, and receive
+index arrays only. tests/test_oracles.py
 checks the result against a plain reference implementation (tests/oracle_reference.py).
 """
 from __future__ import annotations
@@ -252,28 +253,75 @@ def _count(scorer: Scorer, parents: list[np.ndarray], pairs: np.ndarray) -> np.n
 
 
 _WORKER: dict[str, Any] = {}
-_POOLS: dict[int, ProcessPoolExecutor] = {}
+_POOLS: dict[int, tuple[ProcessPoolExecutor, Any, Any]] = {}  # workers -> (pool, lock, [generation, next chunk])
+CHUNKS_PER_PROCESS = 32  # a round is cut into about this many chunks per process
+LOCK_SECONDS = 60.0  # the claim lock is held for microseconds: longer means its holder died
 
 
-def _start_worker() -> None:
+def _start_worker(lock: Any, state: Any) -> None:
     _WORKER["limits"] = threadpool_limits(1)  # the runner's single BLAS thread, for the worker's life
+    _WORKER["lock"], _WORKER["state"] = lock, state
 
 
-def _count_in_worker(token: str, path: str, parents: list[np.ndarray], pairs: np.ndarray) -> np.ndarray:
-    """A chunk of one trial; the trial's arrays are read from its file once per worker."""
+def _scorer_in_worker(token: str, path: str) -> Scorer:
+    """The trial's scorer, read from its file once per worker and trial."""
     if _WORKER.get("token") != token:
         with open(path, "rb") as f:
             _WORKER["scorer"] = pickle.load(f)
         _WORKER["token"] = token
-    return _count(_WORKER["scorer"], parents, pairs)
+    return _WORKER["scorer"]
 
 
-def _pool(workers: int) -> ProcessPoolExecutor:
-    """Worker processes kept for the life of this process: each imports scikit-learn once
-    (seconds), not once per trial."""
+def _curve_points(scorer: Scorer, sets: list[np.ndarray]) -> list[tuple[np.ndarray, float]]:
+    """(test predictions, fit seconds) of the runner's fit on each labeled set."""
+    out = []
+    for positions in sets:
+        start = time.perf_counter()
+        model, _, X_test = scorer.fit(positions)
+        fit_seconds = time.perf_counter() - start
+        out.append((model.predict(X_test), fit_seconds))
+    return out
+
+
+def _chunk_work(scorer: Scorer, kind: str, payload: Any, size: int):
+    """Chunk c of a round's work: counts of pairs (kind "count") or learning-curve points."""
+    if kind == "count":
+        parents, pairs = payload
+        return lambda c: _count(scorer, parents, pairs[c * size:(c + 1) * size])
+    return lambda c: _curve_points(scorer, payload[c * size:(c + 1) * size])
+
+
+def _claim_chunks(lock: Any, state: Any, generation: int, n_chunks: int, work) -> dict[int, Any]:
+    """Take the next unclaimed chunk of round ``generation`` and do it, until none is left or
+    the round is over; every process of the team runs this loop on the same counter."""
+    done = {}
+    while True:
+        if not lock.acquire(timeout=LOCK_SECONDS):
+            raise BrokenProcessPool("an oracle worker died holding the chunk counter")
+        try:
+            if state[0] != generation or state[1] >= n_chunks:
+                return done
+            chunk = state[1]
+            state[1] += 1
+        finally:
+            lock.release()
+        done[chunk] = work(chunk)
+
+
+def _claim_in_worker(token: str, path: str, generation: int, kind: str, payload: Any, size: int,
+                     n_chunks: int) -> dict[int, Any]:
+    work = _chunk_work(_scorer_in_worker(token, path), kind, payload, size)
+    return _claim_chunks(_WORKER["lock"], _WORKER["state"], generation, n_chunks, work)
+
+
+def _team(workers: int) -> tuple[ProcessPoolExecutor, Any, Any]:
+    """Worker processes kept for the life of this process (each imports scikit-learn once,
+    seconds, not once per trial), with the lock and counter they share with this process."""
     if workers not in _POOLS:
-        _POOLS[workers] = ProcessPoolExecutor(workers, mp_context=worker_context(),
-                                              initializer=_start_worker)
+        ctx = worker_context()
+        lock, state = ctx.Lock(), ctx.RawArray("q", 2)
+        pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_start_worker, initargs=(lock, state))
+        _POOLS[workers] = (pool, lock, state)
     return _POOLS[workers]
 
 
@@ -282,10 +330,12 @@ class Evaluator:
     worker processes.
 
     The counts come back in the order of ``pairs`` whatever ``jobs`` is, so results do not
-    depend on it. Each round's pairs are cut into ``jobs`` contiguous slices: the first is
-    scored here while the workers score the others (one hand-off per worker and round);
-    they carry index arrays only: the trial's arrays go to a file once, which each worker
-    reads once.
+    depend on it. With workers, a round is cut into small chunks that every process takes
+    from a shared counter (a lock held for microseconds) until none is left, so the
+    processes finish a round within one chunk of each other whatever their speed (fixed
+    shares left one waiting for the other every round: the VM's cores vary in speed from
+    one 100-ms round to the next). One hand-off per worker and round, index arrays only:
+    the trial's arrays go to a file once, which each worker reads once.
     """
 
     def __init__(self, scorer: Scorer, jobs: int = 1):
@@ -298,22 +348,44 @@ class Evaluator:
                 pickle.dump(scorer, f, protocol=pickle.HIGHEST_PROTOCOL)
             self._token = uuid.uuid4().hex
 
-    def counts(self, parents: list[np.ndarray], pairs: np.ndarray) -> np.ndarray:
-        if self._path is None or len(pairs) < self.jobs:
-            return _count(self.scorer, parents, pairs)
-        here, *elsewhere = np.array_split(pairs, self.jobs)
-        pool = _pool(self.jobs - 1)
-        self._futures = [pool.submit(_count_in_worker, self._token, self._path, parents, part)
-                         for part in elsewhere]
-        counted = _count(self.scorer, parents, here)
+    def _shared(self, kind: str, payload: Any, n_items: int) -> list[Any]:
+        """The chunks of one round, done by every process of the team, in chunk order."""
+        size = max(1, n_items // (self.jobs * CHUNKS_PER_PROCESS))
+        n_chunks = -(-n_items // size)
+        pool, lock, state = _team(self.jobs - 1)
+        with lock:
+            state[0] += 1
+            state[1] = 0
+            generation = state[0]
         try:
-            return np.concatenate([counted] + [f.result() for f in self._futures])
+            self._futures = [pool.submit(_claim_in_worker, self._token, self._path, generation, kind, payload,
+                                         size, n_chunks) for _ in range(self.jobs - 1)]
+            done = _claim_chunks(lock, state, generation, n_chunks, _chunk_work(self.scorer, kind, payload, size))
+            for future in self._futures:
+                done.update(future.result())
         except BrokenProcessPool:
             del _POOLS[self.jobs - 1]  # a worker died: the next trial starts fresh workers
             raise
+        return [done[chunk] for chunk in range(n_chunks)]
+
+    def counts(self, parents: list[np.ndarray], pairs: np.ndarray) -> np.ndarray:
+        if self._path is None or len(pairs) < self.jobs:
+            return _count(self.scorer, parents, pairs)
+        return np.concatenate(self._shared("count", (parents, pairs), len(pairs)))
+
+    def curve(self, sets: list[np.ndarray]) -> list[tuple[np.ndarray, float]]:
+        """(test predictions, fit seconds) of the runner's fit on each labeled set, in order."""
+        if self._path is None or len(sets) < self.jobs:
+            return _curve_points(self.scorer, sets)
+        return [point for chunk in self._shared("curve", sets, len(sets)) for point in chunk]
 
     def close(self) -> None:
-        for future in self._futures:  # a trial stopped mid-round (time limit) leaves no queued work
+        if self._futures and self.jobs - 1 in _POOLS:  # stopped mid-round (time limit): end the round
+            _, lock, state = _POOLS[self.jobs - 1]
+            if lock.acquire(timeout=LOCK_SECONDS):
+                state[0] += 1
+                lock.release()
+        for future in self._futures:  # and leave no queued work
             future.cancel()
         if self._path is not None:
             os.unlink(self._path)
@@ -446,22 +518,19 @@ def replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec,
         else:
             rng = np.random.default_rng(subsystem_seed(protocol.seeds["strategy"], trial_seed, "strategy"))
             queried, seconds = greedy_search(scorer, evaluator, split.labeled.size, budget, params["tau"], rng)
-    return records(scorer, train_rows, split.labeled.size, queried, seconds, int(y.max()) + 1)
+        return records(scorer, evaluator, train_rows, split.labeled.size, queried, seconds, int(y.max()) + 1)
 
 
-def records(scorer: Scorer, train_rows: np.ndarray, n_initial: int, queried: tuple[int, ...],
-            seconds: list[float], n_classes: int) -> list[RoundRecord]:
+def records(scorer: Scorer, evaluator: Evaluator, train_rows: np.ndarray, n_initial: int,
+            queried: tuple[int, ...], seconds: list[float], n_classes: int) -> list[RoundRecord]:
     """The learning curve of a query sequence, fitted and scored as the runner does."""
-    positions = np.arange(n_initial)
+    sets = [np.arange(n_initial)]
+    for position in queried:
+        sets.append(_with(sets[-1], position))
     out = []
-    for round_no in range(len(queried) + 1):
-        if round_no:
-            positions = _with(positions, queried[round_no - 1])
-        t0 = time.perf_counter()
-        model, _, X_test = scorer.fit(positions)
-        fit_seconds = time.perf_counter() - t0
-        scores = round_metrics(scorer.y_test, model.predict(X_test), n_classes)
-        out.append(RoundRecord(round_no, positions.size,
+    for round_no, (predicted, fit_seconds) in enumerate(evaluator.curve(sets)):
+        scores = round_metrics(scorer.y_test, predicted, n_classes)
+        out.append(RoundRecord(round_no, sets[round_no].size,
                                (int(train_rows[queried[round_no - 1]]),) if round_no else (),
                                fit_seconds=fit_seconds, query_seconds=seconds[round_no - 1] if round_no else 0.0,
                                **scores))

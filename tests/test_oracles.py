@@ -109,6 +109,35 @@ def test_greedy_oracle_matches_the_naive_reference(lu2023, small):
         assert queried_rows(run_trial(lu2023, "small", X, y, "greedy-oracle", trial_seed)) == naive
 
 
+def test_greedy_oracle_with_workers_gives_the_same_trial(lu2023, small):
+    X, y = small
+    untimed = lambda rounds: [dataclasses.replace(r, fit_seconds=0, query_seconds=0) for r in rounds]  # noqa: E731
+    one, two = (run_trial(lu2023, "small", X, y, "greedy-oracle", 1, jobs=jobs) for jobs in (1, 2))
+    assert untimed(two.rounds) == untimed(one.rounds) and two.aubc == one.aubc
+
+
+def test_processes_of_a_team_claim_every_chunk_once_and_stale_rounds_stop():
+    import multiprocessing
+    import threading
+
+    lock, state = multiprocessing.get_context("spawn").Lock(), multiprocessing.get_context("spawn").RawArray("q", 2)
+    state[0], state[1] = 7, 0
+    results: list[dict] = []
+    slow = lambda c: (threading.Event().wait(0.001), c * c)[1]  # noqa: E731
+    threads = [threading.Thread(target=lambda: results.append(oracles._claim_chunks(lock, state, 7, 50, slow)))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    claimed = [c for done in results for c in done]
+    assert sorted(claimed) == list(range(50)) and all(done[c] == c * c for done in results for c in done)
+    assert sum(1 for done in results if done) >= 2  # the work was shared
+    assert oracles._claim_chunks(lock, state, 6, 50, slow) == {}  # an ended round's worker takes nothing
+    state[1] = 0
+    assert oracles._claim_chunks(lock, state, 6, 50, slow) == {}
+
+
 def test_greedy_oracle_falls_back_to_margin_sampling_when_nothing_improves(lu2023):
     """Separable blobs: the initial model is already perfect on the test rows, so no candidate
     can improve it and every round is margin sampling with the task model, i.e. US-C."""
