@@ -317,8 +317,14 @@ class DaskExecutor(Executor):
     whole process); None starts a LocalCluster of ``workers`` single-threaded processes,
     closed with this executor. Dask itself reschedules a task whose worker died (up to its
     ``distributed.scheduler.allowed-failures``, set to ``retries`` for a LocalCluster);
-    past that the task counts as one failed attempt here.
+    past that the task counts as one failed attempt here. The LocalCluster sets
+    ``distributed.scheduler.worker-saturation: inf``: with Dask's default, the scheduler
+    holds tasks back until a worker slot frees, and each sub-second trial then waits for
+    a scheduler round trip (the executor bounds what is in flight itself); a scheduler of
+    your own should be configured the same.
     """
+
+    WORKERS_TTL = 2.0
 
     def __init__(self, scheduler: str | None = None, workers: int = 2, retries: int = DEFAULT_RETRIES,
                  trial_function: TrialFunction = execute_task):
@@ -333,7 +339,8 @@ class DaskExecutor(Executor):
             else:
                 if workers < 1:
                     raise AuditError(f"--workers must be a positive number, not {workers}")
-                with dask.config.set({"distributed.scheduler.allowed-failures": retries}):
+                with dask.config.set({"distributed.scheduler.allowed-failures": retries,
+                                      "distributed.scheduler.worker-saturation": float("inf")}):
                     self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                  dashboard_address=None)
                 self._client = Client(self._cluster)
@@ -341,10 +348,17 @@ class DaskExecutor(Executor):
             self.close()
             raise AuditError(f"cannot reach Dask scheduler {scheduler}: {exc}") from None
         self._data_futures: dict[str, Any] = {}
+        self._workers_asked: tuple[float, int] | None = None  # (when, threads)
 
     @property
     def workers(self) -> int:
-        return max(1, sum(self._client.nthreads().values()))
+        """Threads of the cluster's workers, asked of the scheduler at most every
+        ``WORKERS_TTL`` seconds (the run loop reads it per result: a round trip each time
+        was a measurable share of a sub-second trial's cost)."""
+        now = time.monotonic()
+        if self._workers_asked is None or now - self._workers_asked[0] > self.WORKERS_TTL:
+            self._workers_asked = (now, max(1, sum(self._client.nthreads().values())))
+        return self._workers_asked[1]
 
     def _open(self, data: dict[str, Arrays]) -> None:
         for name, arrays in data.items():

@@ -341,3 +341,26 @@ def test_local_workers_exit_when_their_driver_is_killed(tmp_path):
         assert not any(_running(pid) for pid in workers)
     finally:
         _end(driver)
+
+
+def test_the_dask_executors_own_cluster_hands_each_worker_its_next_trial_at_once():
+    """Dask's default queuing holds root tasks on the scheduler until a worker slot frees,
+    so each short trial would wait for a scheduler round trip; the executor's LocalCluster
+    turns it off, and asks for the worker count at most every WORKERS_TTL seconds."""
+    with DaskExecutor(workers=1) as executor:
+        client = executor._client
+        futures = [client.submit(time.sleep, 0.5, pure=False) for _ in range(3)]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and client.run_on_scheduler(
+                lambda dask_scheduler: sum(len(ws.processing) for ws in dask_scheduler.workers.values())) < 3:
+            time.sleep(0.05)
+        assert client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.queued)) == 0
+        assert client.run_on_scheduler(
+            lambda dask_scheduler: sum(len(ws.processing) for ws in dask_scheduler.workers.values())) == 3
+        client.gather(futures)
+
+        asked = []
+        nthreads = client.nthreads
+        client.nthreads = lambda: asked.append(1) or nthreads()
+        executor._workers_asked = None
+        assert [executor.workers for _ in range(5)] == [1] * 5 and len(asked) == 1
