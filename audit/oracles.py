@@ -283,12 +283,9 @@ def _curve_points(scorer: Scorer, sets: list[np.ndarray]) -> list[tuple[np.ndarr
     return out
 
 
-def _chunk_work(scorer: Scorer, kind: str, payload: Any, size: int):
-    """Chunk c of a round's work: counts of pairs (kind "count") or learning-curve points."""
-    if kind == "count":
-        parents, pairs = payload
-        return lambda c: _count(scorer, parents, pairs[c * size:(c + 1) * size])
-    return lambda c: _curve_points(scorer, payload[c * size:(c + 1) * size])
+def _chunk_work(scorer: Scorer, function, fixed: tuple, items: Any, size: int):
+    """Chunk c of a round's work: ``function(scorer, *fixed, items[c*size:(c+1)*size])``."""
+    return lambda c: function(scorer, *fixed, items[c * size:(c + 1) * size])
 
 
 def _claim_chunks(lock: Any, state: Any, generation: int, n_chunks: int, work) -> dict[int, Any]:
@@ -308,10 +305,22 @@ def _claim_chunks(lock: Any, state: Any, generation: int, n_chunks: int, work) -
         done[chunk] = work(chunk)
 
 
-def _claim_in_worker(token: str, path: str, generation: int, kind: str, payload: Any, size: int,
+def _claim_in_worker(token: str, path: str, generation: int, function, fixed: tuple, items: Any, size: int,
                      n_chunks: int) -> dict[int, Any]:
-    work = _chunk_work(_scorer_in_worker(token, path), kind, payload, size)
+    work = _chunk_work(_scorer_in_worker(token, path), function, fixed, items, size)
     return _claim_chunks(_WORKER["lock"], _WORKER["state"], generation, n_chunks, work)
+
+
+def _next_round(lock: Any, state: Any) -> int:
+    """Open a new round on the team's counter (which also ends any round still running)."""
+    if not lock.acquire(timeout=LOCK_SECONDS):
+        raise BrokenProcessPool("an oracle worker died holding the chunk counter")
+    try:
+        state[0] += 1
+        state[1] = 0
+        return int(state[0])
+    finally:
+        lock.release()
 
 
 def _team(workers: int) -> tuple[ProcessPoolExecutor, Any, Any]:
@@ -348,19 +357,20 @@ class Evaluator:
                 pickle.dump(scorer, f, protocol=pickle.HIGHEST_PROTOCOL)
             self._token = uuid.uuid4().hex
 
-    def _shared(self, kind: str, payload: Any, n_items: int) -> list[Any]:
-        """The chunks of one round, done by every process of the team, in chunk order."""
-        size = max(1, n_items // (self.jobs * CHUNKS_PER_PROCESS))
-        n_chunks = -(-n_items // size)
+    def _shared(self, function, fixed: tuple, items: Any) -> list[Any]:
+        """``function(scorer, *fixed, chunk of items)`` over all the items, as a list of chunk
+        results in order: here alone, or by every process of the team."""
+        if self._path is None or len(items) < self.jobs:
+            return [function(self.scorer, *fixed, items)]
+        size = max(1, len(items) // (self.jobs * CHUNKS_PER_PROCESS))
+        n_chunks = -(-len(items) // size)
         pool, lock, state = _team(self.jobs - 1)
-        with lock:
-            state[0] += 1
-            state[1] = 0
-            generation = state[0]
         try:
-            self._futures = [pool.submit(_claim_in_worker, self._token, self._path, generation, kind, payload,
-                                         size, n_chunks) for _ in range(self.jobs - 1)]
-            done = _claim_chunks(lock, state, generation, n_chunks, _chunk_work(self.scorer, kind, payload, size))
+            generation = _next_round(lock, state)
+            self._futures = [pool.submit(_claim_in_worker, self._token, self._path, generation, function, fixed,
+                                         items, size, n_chunks) for _ in range(self.jobs - 1)]
+            done = _claim_chunks(lock, state, generation, n_chunks,
+                                 _chunk_work(self.scorer, function, fixed, items, size))
             for future in self._futures:
                 done.update(future.result())
         except BrokenProcessPool:
@@ -369,22 +379,16 @@ class Evaluator:
         return [done[chunk] for chunk in range(n_chunks)]
 
     def counts(self, parents: list[np.ndarray], pairs: np.ndarray) -> np.ndarray:
-        if self._path is None or len(pairs) < self.jobs:
-            return _count(self.scorer, parents, pairs)
-        return np.concatenate(self._shared("count", (parents, pairs), len(pairs)))
+        return np.concatenate(self._shared(_count, (parents,), pairs))
 
     def curve(self, sets: list[np.ndarray]) -> list[tuple[np.ndarray, float]]:
         """(test predictions, fit seconds) of the runner's fit on each labeled set, in order."""
-        if self._path is None or len(sets) < self.jobs:
-            return _curve_points(self.scorer, sets)
-        return [point for chunk in self._shared("curve", sets, len(sets)) for point in chunk]
+        return [point for chunk in self._shared(_curve_points, (), sets) for point in chunk]
 
     def close(self) -> None:
         if self._futures and self.jobs - 1 in _POOLS:  # stopped mid-round (time limit): end the round
             _, lock, state = _POOLS[self.jobs - 1]
-            if lock.acquire(timeout=LOCK_SECONDS):
-                state[0] += 1
-                lock.release()
+            _next_round(lock, state)
         for future in self._futures:  # and leave no queued work
             future.cancel()
         if self._path is not None:
@@ -518,18 +522,18 @@ def replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec,
         else:
             rng = np.random.default_rng(subsystem_seed(protocol.seeds["strategy"], trial_seed, "strategy"))
             queried, seconds = greedy_search(scorer, evaluator, split.labeled.size, budget, params["tau"], rng)
-        return records(scorer, evaluator, train_rows, split.labeled.size, queried, seconds, int(y.max()) + 1)
+        return records(evaluator, train_rows, split.labeled.size, queried, seconds, int(y.max()) + 1)
 
 
-def records(scorer: Scorer, evaluator: Evaluator, train_rows: np.ndarray, n_initial: int,
-            queried: tuple[int, ...], seconds: list[float], n_classes: int) -> list[RoundRecord]:
+def records(evaluator: Evaluator, train_rows: np.ndarray, n_initial: int, queried: tuple[int, ...],
+            seconds: list[float], n_classes: int) -> list[RoundRecord]:
     """The learning curve of a query sequence, fitted and scored as the runner does."""
     sets = [np.arange(n_initial)]
     for position in queried:
         sets.append(_with(sets[-1], position))
     out = []
     for round_no, (predicted, fit_seconds) in enumerate(evaluator.curve(sets)):
-        scores = round_metrics(scorer.y_test, predicted, n_classes)
+        scores = round_metrics(evaluator.scorer.y_test, predicted, n_classes)
         out.append(RoundRecord(round_no, sets[round_no].size,
                                (int(train_rows[queried[round_no - 1]]),) if round_no else (),
                                fit_seconds=fit_seconds, query_seconds=seconds[round_no - 1] if round_no else 0.0,
