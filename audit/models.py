@@ -44,10 +44,11 @@ def _lr_grid(random_state: int | None, **params: Any) -> ClassifierMixin:
 
 
 def _rf(random_state: int | None, **params: Any) -> ClassifierMixin:
-    from sklearn.ensemble import RandomForestClassifier
+    """scikit-learn's RandomForestClassifier, fitted through the bit-identical lean path when it applies."""
+    from audit.forest import LeanForest
 
     params.setdefault("n_estimators", 100)
-    return RandomForestClassifier(random_state=random_state, **params)
+    return LeanForest(random_state=random_state, **params)
 
 
 def _lda(random_state: int | None, **params: Any) -> ClassifierMixin:

@@ -1,0 +1,97 @@
+"""LeanForest must be RandomForestClassifier bit for bit, or be RandomForestClassifier."""
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.ensemble import RandomForestClassifier
+
+from audit import forest
+from audit.datasets import load_dataset
+from audit.forest import LeanForest, lean_path_verified
+from audit.models import ModelSpec
+
+
+def _same_forest(reference, lean, X):
+    assert np.array_equal(reference.classes_, lean.classes_)
+    assert np.array_equal(reference.predict_proba(X), lean.predict_proba(X))
+    assert np.array_equal(reference.predict(X), lean.predict(X))
+    for a, b in zip(reference.estimators_, lean.estimators_, strict=True):
+        for key in ("feature", "threshold", "value", "children_left", "children_right"):
+            assert np.array_equal(getattr(a.tree_, key), getattr(b.tree_, key))
+
+
+@pytest.mark.parametrize("name", ["checkerboard", "sonar", "wine"])
+@pytest.mark.parametrize("n_labeled", [20, 120])
+def test_the_lean_forest_grows_scikit_learns_trees_on_real_data(name, n_labeled):
+    data = load_dataset(name)
+    rows = np.random.default_rng(n_labeled).permutation(data.y.size)
+    labeled = rows[:n_labeled]
+    reference = RandomForestClassifier(n_estimators=100, random_state=6211).fit(data.X[labeled], data.y[labeled])
+    lean = LeanForest(n_estimators=100, random_state=6211).fit(data.X[labeled], data.y[labeled])
+    assert lean._lean
+    _same_forest(reference, lean, data.X)
+
+
+@pytest.mark.parametrize("params", [{"criterion": "entropy", "max_depth": 3}, {"max_features": None},
+                                    {"min_samples_leaf": 3, "min_samples_split": 4}, {"max_features": 0.5}])
+def test_the_lean_forest_follows_the_options_it_covers(params):
+    data = load_dataset("sonar")
+    reference = RandomForestClassifier(n_estimators=15, random_state=3, **params).fit(data.X[:80], data.y[:80])
+    lean = LeanForest(n_estimators=15, random_state=3, **params).fit(data.X[:80], data.y[:80])
+    assert lean._lean
+    _same_forest(reference, lean, data.X)
+
+
+@pytest.mark.parametrize("params, fit_kwargs", [({"class_weight": "balanced"}, {}), ({"max_samples": 0.5}, {}),
+                                                ({}, {"sample_weight": np.linspace(1, 2, 80)})])
+def test_options_the_lean_path_does_not_cover_go_through_scikit_learn(params, fit_kwargs):
+    data = load_dataset("sonar")
+    reference = RandomForestClassifier(n_estimators=15, random_state=3, **params).fit(
+        data.X[:80], data.y[:80], **fit_kwargs)
+    lean = LeanForest(n_estimators=15, random_state=3, **params).fit(data.X[:80], data.y[:80], **fit_kwargs)
+    assert not lean._lean
+    _same_forest(reference, lean, data.X)
+
+
+def test_a_failed_self_check_sends_every_forest_through_scikit_learn(monkeypatch):
+    """The check compares with the real forest: a lean path that draws its seeds
+    differently fails it, and then fits are RandomForestClassifier's."""
+    original = LeanForest._lean_fit
+
+    def shifted_seed(self, X, y):
+        self.random_state = (self.random_state or 0) + 1
+        return original(self, X, y)
+
+    monkeypatch.setattr(LeanForest, "_lean_fit", shifted_seed)
+    lean_path_verified.cache_clear()
+    try:
+        assert lean_path_verified() is False
+        data = load_dataset("sonar")
+        model = LeanForest(n_estimators=10, random_state=5).fit(data.X[:60], data.y[:60])
+        assert not model._lean
+        _same_forest(RandomForestClassifier(n_estimators=10, random_state=5).fit(data.X[:60], data.y[:60]),
+                     model, data.X)
+    finally:
+        lean_path_verified.cache_clear()
+    monkeypatch.undo()
+    assert lean_path_verified() is True
+
+
+def test_without_the_tree_builder_the_forest_is_scikit_learns(monkeypatch):
+    monkeypatch.setattr(forest, "_tree_parts", lambda: None)
+    data = load_dataset("sonar")
+    assert not LeanForest(n_estimators=5, random_state=1).fit(data.X[:40], data.y[:40])._lean
+
+
+def test_the_rf_spec_builds_a_lean_forest_that_clones_like_an_estimator():
+    model = ModelSpec("rf").build(11)
+    assert isinstance(model, LeanForest) and isinstance(model, RandomForestClassifier)
+    assert model.get_params()["n_estimators"] == 100 and model.get_params()["random_state"] == 11
+    twin = clone(model)
+    assert type(twin) is LeanForest and twin.get_params() == model.get_params()
+
+
+def test_the_lean_forest_checks_the_feature_count_like_scikit_learn():
+    data = load_dataset("sonar")
+    model = LeanForest(n_estimators=5, random_state=1).fit(data.X[:40], data.y[:40])
+    with pytest.raises(ValueError, match="features"):
+        model.predict_proba(data.X[:5, :10])
