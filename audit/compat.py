@@ -4,10 +4,12 @@ lu2023 argues that uncertainty sampling loses accuracy when the model that picks
 queries (the query model) differs from the model that is trained and evaluated (the task
 model): in its heatmaps (Figures 4, 7-12) the best mean AUBC lies on the diagonal on 22
 of 26 data sets. This module replays every (query, task) pair on the same trial splits,
-one derived protocol per task model, through :func:`audit.reproduce.execute_replay`, so
-the store keeps and reuses every trial, and on the diagonal the runner reuses the task
-model's fit for the queries. Each column (task model) then tests the diagonal against
-every off-diagonal cell with paired t-tests on the same trials, Holm-corrected.
+one derived protocol per task model (column), and stores every cell's trial under its
+column's protocol, so reruns reuse them. A row (query model) runs as one trial per seed:
+the query model is fitted once a round, shared with its own task model, and every other
+column's task model is trained and scored on the same queries. Each column then tests
+the diagonal against every off-diagonal cell with paired t-tests on the same trials,
+Holm-corrected.
 """
 from __future__ import annotations
 
@@ -29,8 +31,8 @@ from audit.metrics import get_variant
 from audit.models import BUILDERS, ModelSpec
 from audit.protocols import Protocol, StrategySpec, load_protocol
 from audit.report import write_directory
-from audit.reproduce import ReplayPlan, ReproduceRequest, execute_replay, plan_replay
-from audit.runner import TrialResult
+from audit.reproduce import ReplayPlan, ReproduceRequest, missing_tasks, plan_replay, run_and_store
+from audit.runner import TrialResult, TrialTask
 from audit.store import ResultStore
 
 ALPHA = 0.05
@@ -210,15 +212,10 @@ def run_compat(request: CompatRequest, log: Callable[[str], None] = lambda line:
     reports = []
     try:
         for dataset, by_task in plans.items():
-            results, runs = {}, {}
-            for t, (replay, plan) in by_task.items():
-                log(f"{plan.dataset}: task model {t} = {models[t]}")
-                fingerprint, details, ran, reused = execute_replay(plan, replay, store, log)
-                runs[t] = {"protocol": plan.protocol.name, "spec_hash": plan.protocol.spec_hash,
-                           "fingerprint": fingerprint, "ran": ran, "reused": reused}
-                for q in models:
-                    results[(q, t)] = store.trials(plan.protocol.name, plan.dataset, strategy_id(q), fingerprint,
-                                                   plan.seeds)
+            runs, details = run_grid(by_task, models, store, log)
+            results = {(q, t): store.trials(plan.protocol.name, plan.dataset, strategy_id(q),
+                                            runs[t]["fingerprint"], plan.seeds)
+                       for t, (_, plan) in by_task.items() for q in models}
             first = next(iter(by_task.values()))[1]
             report = analyse(results, list(models), first.protocol.sd_ddof)
             report.update(_provenance(base, first, models, request.strategy, details, runs))
@@ -237,6 +234,38 @@ def run_compat(request: CompatRequest, log: Callable[[str], None] = lambda line:
                                 "summary.json": json.dumps(summary, indent=2) + "\n"})
         summary["out_dir"] = str(out)
     return reports, summary
+
+
+def run_grid(by_task: dict[str, tuple[ReproduceRequest, ReplayPlan]], models: dict[str, ModelSpec],
+             store: ResultStore, log: Callable[[str], None]) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Run the cells of one data set's grid the store lacks, a row (query model) per trial.
+
+    A row's queries do not depend on the task model, so one trial under the diagonal
+    column's protocol replays the row's query model, fitted once a round and shared with
+    its own task model, and scores the other columns' task models on the same queries
+    (runner.run_trial's companions). Returns ({task model: its column's run record},
+    the fingerprint details).
+    """
+    protocols = {t: plan.protocol for t, (_, plan) in by_task.items()}
+    fingerprints, runs, lacking = {}, {}, {}
+    for t, (replay, plan) in by_task.items():
+        fingerprint, details, tasks, reused = missing_tasks(plan, replay, store)
+        fingerprints[plan.protocol.name] = fingerprint
+        runs[t] = {"protocol": plan.protocol.name, "spec_hash": plan.protocol.spec_hash,
+                   "fingerprint": fingerprint, "ran": len(tasks), "reused": reused}
+        for task in tasks:  # seed-major already: every row finishes a first trial early
+            lacking.setdefault((task.trial_seed, task.strategy), []).append(t)
+    query_model = {strategy_id(q): q for q in models}
+    replay, plan = next(iter(by_task.values()))
+    tasks = [TrialTask(protocols[query_model[sid]], plan.dataset, replay.data_dir, sid, seed, None, 1,
+                       tuple(protocols[t] for t in columns if t != query_model[sid]))
+             for (seed, sid), columns in lacking.items()]
+    cells = sum(len(columns) for columns in lacking.values())
+    log(f"{plan.dataset}: {len(models)}x{len(models)} grid x {len(plan.seeds)} trials, {cells} cells to run as "
+        f"{len(tasks)} row trials (one per query model and trial seed), "
+        f"{sum(r['reused'] for r in runs.values())} cells already stored, --jobs {replay.jobs}")
+    run_and_store(tasks, replay, store, fingerprints, log)
+    return runs, details
 
 
 def _out_dir(request: CompatRequest, protocol: str, dataset: str) -> Path:

@@ -222,7 +222,7 @@ def execute_replay(plan: ReplayPlan, request: ReproduceRequest, store: ResultSto
         + (f"; unavailable: {', '.join(plan.unavailable)}" if plan.unavailable else ""))
     if reused:
         log(f"resuming: {reused} finished trials found in {store.path}, {len(tasks)} to run")
-    _run(tasks, request, store, fingerprint, log)
+    run_and_store(tasks, request, store, {plan.protocol.name: fingerprint}, log)
     return fingerprint, details, len(tasks), reused
 
 
@@ -283,7 +283,10 @@ def estimate_seconds(tasks: list[TrialTask], seconds_per_trial: dict[str, float]
     return sum(seconds_per_trial[t.strategy] / (1 if t.jobs > 1 else jobs) for t in tasks)
 
 
-def _run(tasks: list[TrialTask], request: ReproduceRequest, store: ResultStore, fingerprint: str, log) -> None:
+def run_and_store(tasks: list[TrialTask], request: ReproduceRequest, store: ResultStore,
+                  fingerprints: dict[str, str], log) -> None:
+    """Run tasks on ``request.jobs`` processes with a progress bar and a time estimate, and
+    store each result (and its companions) under its protocol's fingerprint as it arrives."""
     if not tasks:
         return
     from tqdm import tqdm
@@ -299,7 +302,8 @@ def _run(tasks: list[TrialTask], request: ReproduceRequest, store: ResultStore, 
         results = itertools.chain(run_tasks([t for t in tasks if t.jobs == 1], request.jobs),
                                   run_tasks([t for t in tasks if t.jobs > 1], 1))
         for result in results:
-            store.save(result, fingerprint)
+            for each in (result, *result.companions):
+                store.save(each, fingerprints[each.protocol])
             remaining.remove(next(t for t in remaining if (t.strategy, t.trial_seed)
                                   == (result.strategy, result.trial_seed)))
             first_seconds.setdefault(result.strategy, result.seconds)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import hashlib
 import json
 import math
@@ -60,6 +61,7 @@ class TrialResult:
     error: str | None = None
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)  # distinct library warnings raised in the trial
+    companions: list["TrialResult"] = field(default_factory=list)  # see run_trial's ``companions``
 
     @property
     def query_hash(self) -> str | None:
@@ -141,12 +143,19 @@ def _time_limit(seconds: float | None):
 
 def run_trial(
     protocol: Protocol, dataset_name: str, X: np.ndarray, y: np.ndarray, strategy_id: str, trial_seed: int,
-    time_limit: float | None = None, jobs: int = 1,
+    time_limit: float | None = None, jobs: int = 1, companions: tuple[Protocol, ...] = (),
 ) -> TrialResult:
     """Replay one trial; a failure of the strategy or its library becomes an error result,
     a trial over ``time_limit`` seconds a "tle" result (as lu2023 Table 3 reports TLE).
-    ``jobs`` > 1 lets an oracle evaluate its candidates in that many processes (same result)."""
-    result = TrialResult(protocol.name, dataset_name, strategy_id, trial_seed, "error")
+    ``jobs`` > 1 lets an oracle evaluate its candidates in that many processes (same result).
+
+    ``companions`` are protocols that differ from ``protocol`` only in name and task model
+    (the columns of a compatibility grid). The queries do not depend on the task model,
+    so each companion's task model is trained and scored on this trial's queries, and its
+    result, the one a replay under the companion would give, is in ``result.companions``.
+    """
+    results = [TrialResult(p.name, dataset_name, strategy_id, trial_seed, "error") for p in (protocol, *companions)]
+    result = results[0]
     start = time.perf_counter()
     caught: list[warnings.WarningMessage] = []
     try:
@@ -157,33 +166,59 @@ def run_trial(
             warnings.simplefilter("default")
             warnings.filterwarnings("ignore", message="The `probability` parameter was deprecated",
                                     category=FutureWarning)
-            result.rounds = _replay(protocol, X, y, protocol.strategy(strategy_id), trial_seed, jobs)
-        metric_values = {m: [getattr(r, m) for r in result.rounds] for m in METRICS}
-        n_labeled = [r.n_labeled for r in result.rounds]
+            runs = _replay(protocol, X, y, protocol.strategy(strategy_id), trial_seed, jobs, companions)
         variant = get_variant(protocol.aubc_variant)
-        result.aubc_by_metric = {m: variant(v, n_labeled) for m, v in metric_values.items()}
-        result.aubc = result.aubc_by_metric[protocol.aubc_metric]
-        result.status = "ok"
+        for each, rounds in zip(results, runs):
+            n_labeled = [r.n_labeled for r in rounds]
+            each.rounds = rounds
+            each.aubc_by_metric = {m: variant([getattr(r, m) for r in rounds], n_labeled) for m in METRICS}
+            each.aubc = each.aubc_by_metric[protocol.aubc_metric]
+            each.status = "ok"
     except TrialTimeout:
-        result.status, result.error = "tle", f"time limit of {time_limit:g} s per trial exceeded"
+        _fail(results, "tle", f"time limit of {time_limit:g} s per trial exceeded")
     except AuditError as exc:
-        result.error = str(exc)
+        _fail(results, "error", str(exc))
     except Exception as exc:  # a library failing mid-trial is recorded, the audit goes on
         frame = traceback.extract_tb(exc.__traceback__)[-1]
-        result.error = f"{type(exc).__name__}: {exc} (at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})"
-    result.warnings = sorted({f"{w.category.__name__}: {w.message}".splitlines()[0][:200] for w in caught})
-    if result.status != "ok":
-        result.rounds = []
-    result.seconds = time.perf_counter() - start
+        _fail(results, "error",
+              f"{type(exc).__name__}: {exc} (at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})")
+    seconds = time.perf_counter() - start
+    for each in results:
+        each.warnings = sorted({f"{w.category.__name__}: {w.message}".splitlines()[0][:200] for w in caught})
+        each.seconds = seconds
+    result.companions = results[1:]
     return result
 
 
+def _fail(results: list[TrialResult], status: str, error: str) -> None:
+    for each in results:
+        each.status, each.error, each.rounds = status, error, []
+        each.aubc, each.aubc_by_metric = None, {}
+
+
+def _check_companions(protocol: Protocol, spec: StrategySpec, companions: tuple[Protocol, ...]) -> None:
+    """Companions must share everything but the task model, and the strategy must not query with it."""
+    if not companions:
+        return
+    if spec.query_model == "task":
+        raise AuditError(f"{spec.id} queries with the task model: its queries change with the task model, "
+                         f"so other task models cannot be scored on them")
+    for companion in companions:
+        if dataclasses.replace(companion, name=protocol.name, task_model=protocol.task_model) != protocol:
+            raise AuditError(f"protocol '{companion.name}' differs from '{protocol.name}' in more than its "
+                             f"task model: it cannot be scored on the same queries")
+
+
 def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec, trial_seed: int,
-            jobs: int = 1) -> list[RoundRecord]:
+            jobs: int = 1, companions: tuple[Protocol, ...] = ()) -> list[list[RoundRecord]]:
+    """The rounds of the trial under ``protocol``, then under each companion (see run_trial)."""
     from audit import oracles
 
+    _check_companions(protocol, spec, companions)
     if oracles.is_oracle(spec.implementation):  # oracles need the test labels: never through adapters
-        return oracles.replay(protocol, X, y, spec, trial_seed, jobs)
+        if companions:
+            raise AuditError("an oracle scores candidates with the task model: it has no companions")
+        return [oracles.replay(protocol, X, y, spec, trial_seed, jobs)]
     split = make_split(protocol, y, trial_seed)
     if isinstance(split, str):
         raise AuditError(f"trial seed {trial_seed} is not valid for this protocol: {split}")
@@ -220,18 +255,24 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
     y_known = np.full(train_rows.size, MISSING, dtype=np.int64)
     y_known[:n_initial] = y_train[:n_initial]
 
+    task_specs = [protocol.task_model, *(c.task_model for c in companions)]
+    records: list[list[RoundRecord]] = [[] for _ in task_specs]
+
     def fit_and_score(round_no: int, queried: tuple[int, ...], query_seconds: float) -> Any:
-        t0 = time.perf_counter()
+        """Fit and score every task model on the labeled rows; returns the protocol's own."""
         positions = np.flatnonzero(labeled_mask)
         task_features.update(positions)
-        model = protocol.task_model.build(model_seed).fit(task_features.X_train[positions], y_train[positions])
-        fit_seconds = time.perf_counter() - t0
-        scores = round_metrics(y_test, model.predict(task_features.X_test), n_classes)
-        records.append(RoundRecord(round_no, positions.size, queried, fit_seconds=fit_seconds,
-                                   query_seconds=query_seconds, **scores))
-        return model
+        models = []
+        for task_spec, task_records in zip(task_specs, records):
+            t0 = time.perf_counter()
+            model = task_spec.build(model_seed).fit(task_features.X_train[positions], y_train[positions])
+            fit_seconds = time.perf_counter() - t0
+            scores = round_metrics(y_test, model.predict(task_features.X_test), n_classes)
+            task_records.append(RoundRecord(round_no, positions.size, queried, fit_seconds=fit_seconds,
+                                            query_seconds=query_seconds, **scores))
+            models.append(model)
+        return models[0]
 
-    records: list[RoundRecord] = []
     task_model = fit_and_score(0, (), 0.0)
     spent = 0
     for round_no in range(1, math.ceil(budget / protocol.batch_size) + 1):
@@ -268,6 +309,7 @@ class TrialTask:
     trial_seed: int
     time_limit: float | None = None
     jobs: int = 1  # processes inside the trial (oracles only)
+    companions: tuple[Protocol, ...] = ()  # protocols scored on the same queries (run_trial)
 
 
 def execute_task(task: TrialTask, arrays: tuple[np.ndarray, np.ndarray] | None = None) -> TrialResult:
@@ -279,7 +321,8 @@ def execute_task(task: TrialTask, arrays: tuple[np.ndarray, np.ndarray] | None =
         data = load_dataset(task.dataset, task.data_dir)
         arrays = data.X, data.y
     X, y = arrays
-    return run_trial(task.protocol, task.dataset, X, y, task.strategy, task.trial_seed, task.time_limit, task.jobs)
+    return run_trial(task.protocol, task.dataset, X, y, task.strategy, task.trial_seed, task.time_limit, task.jobs,
+                     task.companions)
 
 
 def run_tasks(tasks: Iterable[TrialTask], jobs: int = 1) -> Iterator[TrialResult]:

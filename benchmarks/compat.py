@@ -3,9 +3,9 @@
     cd /work/main && uv run python benchmarks/compat.py [--dataset sonar] [--trials 20] [--jobs 2]
                                                         [--models lr,svm-rbf,rf]
 
-1. grid: `audit.compat.run_compat` into a fresh store. One derived protocol per task model
-   holds every query model as a strategy; all cells share the trial splits; on the
-   diagonal the runner fits the model once per round and queries with that fit.
+1. grid: `audit.compat.run_compat` into a fresh store. One trial per query model (row) and
+   seed: the query model is fitted once a round and queries with that fit, and every
+   task model (column) is trained and scored on the same queries.
 2. naive: every (query, task) pair as its own `audit.reproduce.reproduce` run, with its own
    store and report, sharing nothing. On the diagonal the query model is spelled apart
    from the task model (lr(C=1.0) for lr(C=1.0, solver='lbfgs'), svm-rbf(gamma='auto') for
@@ -14,9 +14,8 @@
    equal the grid's, so both sides did the same work.
 3. The diagonal pairs again as separate runs that do share the fit: with step 2, the cost
    of k*k `reproduce` runs as the runner stands today.
-4. Where the time goes: per pair, task-model fitting and querying (query-model fits
-   included), summed from the stored rounds; and the trial time a runner would need if it
-   replayed each query model's sequence once and scored every task model on it.
+4. Where the grid's time goes: per row, trial seconds and querying (margin on the query
+   model's fit); per cell, task-model fitting and scoring; summed from the stored rounds.
 
 Cost is measured twice: wall seconds, and CPU seconds of this process and every process
 it starts (worker processes included, sampled from /proc). On a machine shared with
@@ -122,7 +121,10 @@ def separate_run(base, query: str, task: str, shared_fit: bool, args, work: Path
 
 
 def time_split(report: dict, store_path: Path) -> dict[tuple[str, str], dict[str, float]]:
-    """Per pair: seconds summed over its trials, of task fits (with scoring) and of queries."""
+    """Per cell, seconds summed over its trials: the row trial's, its queries', the cell's task fits.
+
+    The cells of a row come from one trial each seed: they share its seconds and queries.
+    """
     store = ResultStore(store_path)
     try:
         split = {}
@@ -198,18 +200,13 @@ def main() -> None:
               f"<= {TARGET}")
     print("per-trial AUBCs of every separate run equal the grid's")
 
-    print("\nwhere the grid's trial time goes (seconds summed over trials; query = query-model fit + margin):")
-    print("| query \\ task | " + " | ".join(models) + " |")
-    print("|---|" + "---|" * k)
+    print("\nwhere the grid's trial time goes (seconds summed over trials): per row, the trial and its queries "
+          "(margin on the query model's fit); per cell, fitting and scoring the task model")
+    print("| query (row) | row trials | queries | " + " | ".join(f"fit {t}" for t in models) + " |")
+    print("|---|---|---|" + "---|" * k)
     for q in models:
-        print(f"| {q} | " + " | ".join(f"{split[(q, t)]['trial']:.0f} (fit {split[(q, t)]['fit']:.0f}, "
-                                        f"query {split[(q, t)]['query']:.0f})" for t in models) + " |")
-    total = sum(s["trial"] for s in split.values())
-    # A row's query sequence does not depend on the task model: replaying it once and
-    # scoring every task model on it keeps all task fits and only the diagonal's queries.
-    row_shared = total - sum(split[(q, t)]["query"] for q in models for t in models if q != t)
-    print(f"\ntrial seconds: {total:.0f}; a runner replaying each query model's sequence once and scoring every "
-          f"task model on it: about {row_shared:.0f} ({row_shared / total:.2f} of the grid's)")
+        print(f"| {q} | {split[(q, q)]['trial']:.1f} | {split[(q, q)]['query']:.1f} | "
+              + " | ".join(f"{split[(q, t)]['fit']:.1f}" for t in models) + " |")
 
 
 if __name__ == "__main__":

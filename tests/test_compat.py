@@ -133,8 +133,11 @@ def test_bad_input_fails_before_any_work(tmp_path):
 def test_grid_end_to_end_on_sonar_then_a_rerun_reuses_every_trial(tmp_path, sonar, lu2023):
     request = CompatRequest("lu2023", ["sonar"], models=["lr", "svm-rbf"], trials=3, store=tmp_path / "s.sqlite",
                             out=tmp_path / "out", progress=False)
-    (report,), summary = run_compat(request, log=lambda line: None)
+    lines = []
+    (report,), summary = run_compat(request, log=lines.append)
     assert summary is None
+    # A row (query model) per trial: 2 rows x 3 seeds cover the 12 cells.
+    assert any("12 cells to run as 6 row trials" in line for line in lines), lines
     out = tmp_path / "out"
     with open(out / "compat.csv") as f:
         rows = list(csv.DictReader(f))

@@ -141,3 +141,38 @@ def test_library_warnings_are_recorded_with_the_trial_not_printed(lu2023, sonar,
     assert result.status == "ok"
     assert any(w.startswith("RuntimeWarning: invalid value encountered in divide") for w in result.warnings)
     assert not [w for w in recwarn if "invalid value" in str(w.message)]
+
+
+def _task_model_variant(protocol, name, task_model):
+    return dataclasses.replace(protocol, name=name, task_model=task_model)
+
+
+def test_companion_task_models_score_the_same_queries_as_their_own_replays(lu2023, sonar):
+    """One trial, three task models: each companion's result is the one its own protocol gives."""
+    spec = StrategySpec("margin-lr", "native.margin", {}, ModelSpec("lr", {"C": 1.0}))
+    protocol = dataclasses.replace(lu2023, strategies={"margin-lr": spec})
+    companions = (_task_model_variant(protocol, "with-rf", ModelSpec("rf", {"n_estimators": 20})),
+                  _task_model_variant(protocol, "with-lr", ModelSpec("lr", {"C": 1.0})))
+    shared = run_trial(protocol, "sonar", sonar.X, sonar.y, "margin-lr", 3, companions=companions)
+    assert shared.status == "ok" and [c.protocol for c in shared.companions] == ["with-rf", "with-lr"]
+    for result, own_protocol in zip((shared, *shared.companions), (protocol, *companions)):
+        own = run_trial(own_protocol, "sonar", sonar.X, sonar.y, "margin-lr", 3)
+        assert result.status == "ok" and result.protocol == own.protocol
+        assert result.query_hash == own.query_hash
+        assert result.aubc_by_metric == own.aubc_by_metric
+        assert [(r.accuracy, r.f1, r.roc_auc) for r in result.rounds] == [(r.accuracy, r.f1, r.roc_auc)
+                                                                          for r in own.rounds]
+    assert shared.aubc != shared.companions[0].aubc  # the task models really differ
+
+
+def test_companions_must_differ_only_in_the_task_model(lu2023, sonar):
+    spec = StrategySpec("margin-lr", "native.margin", {}, ModelSpec("lr", {"C": 1.0}))
+    protocol = dataclasses.replace(lu2023, strategies={**lu2023.strategies, "margin-lr": spec})
+    other_budget = dataclasses.replace(_task_model_variant(protocol, "b", ModelSpec("lr")), budget_size=10)
+    result = run_trial(protocol, "sonar", sonar.X, sonar.y, "margin-lr", 0, companions=(other_budget,))
+    assert result.status == "error" and "more than its task model" in result.error
+    assert result.companions[0].status == "error" and result.companions[0].rounds == []
+    # US-C queries with the task model itself: another task model would change its queries.
+    lr_task = _task_model_variant(protocol, "lr-task", ModelSpec("lr"))
+    result = run_trial(protocol, "sonar", sonar.X, sonar.y, "us-c", 0, companions=(lr_task,))
+    assert result.status == "error" and "queries with the task model" in result.error
