@@ -10,9 +10,11 @@ import pytest
 from audit.cli import main
 from audit.datasets import DataError, load_dataset
 from audit.diagnose import detectors as d
-from audit.diagnose.counterfactual import derived_protocols, diagnose_cell
+from audit.compare import summarise
+from audit.diagnose.counterfactual import HYPOTHESES, combine, derived_protocols, diagnose_cell
 from audit.protocols import load_protocol
 from audit.reproduce import ReproduceRequest
+from audit.runner import run_trial
 from audit.splits import make_split, plan_seeds
 from audit.store import ResultStore
 
@@ -160,11 +162,25 @@ def test_diagnose_cell_replays_singles_then_pairs(zhan, tmp_path):
     # a single flip explains the pool-order mean: no pairs, and the line names it
     assert "pool-order" in inside["explained_by"] and all("+" not in h["hypothesis"] for h in inside["hypotheses"])
     assert inside["summary"].startswith("explained by: unshuffled pool (file-order replay")
+    # An AUBC-variant flip re-summarises stored curves; a real replay gives the same numbers.
+    rows = {h["hypothesis"]: h for h in nowhere["hypotheses"]}
+    assert rows["aubc-variant"]["curves_from"] == "zhan2021"
+    assert rows["pool-order+aubc-variant"]["curves_from"] == "zhan2021~pool-order"
+    assert rows["pool-order"]["curves_from"] == "zhan2021~pool-order"
+    released = load_protocol(small.released)
+    keyed = {h.key: h for h in HYPOTHESES}
+    sonar = load_dataset("sonar")
+    seeds, _ = plan_seeds(small, sonar.y, 3)
+    for hypothesis in (keyed["aubc-variant"], combine(keyed["pool-order"], keyed["aubc-variant"])):
+        derived = hypothesis.flip(small, released, "uniform")
+        assert derived.aubc_variant != small.aubc_variant
+        replayed = summarise([run_trial(derived, "sonar", sonar.X, sonar.y, "uniform", seed).aubc for seed in seeds],
+                             derived.sd_ddof)
+        assert (replayed.mean, [float(v) for v in replayed.ci95]) == \
+            (rows[hypothesis.key]["mean"], rows[hypothesis.key]["ci95"])
 
 
 def test_pair_flip_applies_both_knobs(zhan, released):
-    from audit.diagnose.counterfactual import HYPOTHESES, combine
-
     keyed = {h.key: h for h in HYPOTHESES}
     both = combine(keyed["pool-order"], keyed["split"]).flip(zhan, released, "uniform")
     assert both.split.pool_order == "file" and both.split.method == "zhan2021-released"

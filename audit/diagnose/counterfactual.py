@@ -2,7 +2,8 @@
 protocol toward its released-code protocol and see which flip brings the published value
 inside the reproduced 95% interval. When no single flip does, every pair of the relevant
 flips is replayed too (knobs of the released code act together: a file-order pool makes
-the mean depend on which rows the split draws put in the pool)."""
+the mean depend on which rows the split draws put in the pool). A flip of the AUBC variant
+alone changes no query: it re-summarises the learning curves already stored instead."""
 from __future__ import annotations
 
 import itertools
@@ -11,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from audit.compare import summarise
+from audit.metrics import get_variant
 from audit.protocols import Protocol, load_protocol
 from audit.store import ResultStore
 
@@ -92,21 +94,37 @@ def _distance(value: float, interval: list[float]) -> float:
     return 0.0 if lo <= value <= hi else min(abs(value - lo), abs(value - hi))
 
 
-def _replay(derived: Protocol, hypothesis: Hypothesis, dataset: str, sid: str, published: float,
+def curve_source(audited: Protocol, derived: Protocol, hypothesis: Hypothesis) -> Protocol | None:
+    """The protocol whose trials hold this replay's learning curves, when only the AUBC
+    variant tells them apart: the variant re-summarises each trial's curve and changes no
+    query, so those trials (the audited cell's, or another flip's replay) are re-summarised
+    instead of replayed. None when the AUBC variant is not flipped."""
+    if derived.aubc_variant == audited.aubc_variant:
+        return None
+    keys = [k for k in hypothesis.key.split("+") if k != "aubc-variant"]
+    return replace(derived, aubc_variant=audited.aubc_variant,
+                   name=f"{audited.name}~{'+'.join(keys)}" if keys else audited.name)
+
+
+def _replay(audited: Protocol, derived: Protocol, hypothesis: Hypothesis, dataset: str, sid: str, published: float,
             request: Any, store: ResultStore) -> dict[str, Any]:
     """Run (or read from the store) the cell under one derived protocol; its 95% interval."""
     from audit.reproduce import ReproduceRequest, execute_replay, plan_replay
 
-    sub = ReproduceRequest(protocol=derived, dataset=dataset, strategies=[sid], trials=request.trials,
+    source = curve_source(audited, derived, hypothesis)
+    sub = ReproduceRequest(protocol=source or derived, dataset=dataset, strategies=[sid], trials=request.trials,
                            jobs=request.jobs, data_dir=request.data_dir, store=request.store,
                            progress=False, trial_timeout=request.trial_timeout, batch_size=request.batch_size)
     plan = plan_replay(sub)
     fingerprint, _, _, _ = execute_replay(plan, sub, store)
-    ok = [r.aubc for r in store.trials(derived.name, dataset, sid, fingerprint, plan.seeds) if r.status == "ok"]
+    trials = [r for r in store.trials(plan.protocol.name, dataset, sid, fingerprint, plan.seeds) if r.status == "ok"]
+    variant = get_variant(derived.aubc_variant)
+    ok = [variant([getattr(x, derived.aubc_metric) for x in r.rounds], [x.n_labeled for x in r.rounds])
+          if source else r.aubc for r in trials]
     summary = summarise(ok, derived.sd_ddof)
     ci95 = [float(v) for v in summary.ci95]
     return {"hypothesis": hypothesis.key, "label": hypothesis.label, "replay": hypothesis.replay,
-            "protocol": derived.name, "n": summary.n, "mean": summary.mean,
+            "protocol": derived.name, "curves_from": plan.protocol.name, "n": summary.n, "mean": summary.mean,
             "ci95": ci95, "inside": _distance(published, ci95) == 0.0, "distance": _distance(published, ci95)}
 
 
@@ -117,9 +135,9 @@ def diagnose_cell(audited: Protocol, dataset: str, cell: dict[str, Any], request
     published, sid = cell["published_mean"], cell["strategy"]
     released = load_protocol(audited.released)
     singles = derived_protocols(audited, released, sid)
-    rows = [_replay(derived, h, dataset, sid, published, request, store) for h, derived in singles]
+    rows = [_replay(audited, derived, h, dataset, sid, published, request, store) for h, derived in singles]
     if not any(r["inside"] for r in rows):
-        rows += [_replay(derived, h, dataset, sid, published, request, store)
+        rows += [_replay(audited, derived, h, dataset, sid, published, request, store)
                  for h, derived in derived_protocols(audited, released, sid, pairs([h for h, _ in singles]))]
     explained = [r for r in rows if r["inside"]]
     if explained:
