@@ -156,12 +156,13 @@ def _gate(args: argparse.Namespace) -> int:
 
 def _compat(args: argparse.Namespace) -> int:
     from audit.compat import CompatRequest, format_grid, format_summary, run_compat
+    from audit.models import split_specs
 
     if bool(args.dataset) == bool(args.datasets):
         raise AuditError("give either --dataset NAME or --datasets a,b,c")
     reports, summary = run_compat(CompatRequest(
         protocol=args.protocol, datasets=[args.dataset] if args.dataset else _csv(args.datasets),
-        models=_csv(args.models), strategy=args.strategy, trials=args.trials, jobs=args.jobs,
+        models=split_specs(args.models), strategy=args.strategy, trials=args.trials, jobs=args.jobs,
         data_dir=args.data_dir, store=args.store, out=args.out, progress=not args.no_progress,
     ))
     for report in reports:
@@ -281,8 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--protocol", required=True, help="protocol name or .toml file (its splits, budget, AUBC)")
     cp.add_argument("--dataset", help="one data set: its grid, heatmap and per-column verdicts")
     cp.add_argument("--datasets", help="several data sets: each grid, then the cross-data-set summary")
-    cp.add_argument("--models", default="lr,svm-rbf,rf", help="comma-separated model names, used both as query "
-                    "and task models (default %(default)s, lu2023's specs; others: scikit-learn defaults)")
+    cp.add_argument("--models", default="lr,svm-rbf,rf", help="comma-separated model specs, used both as query "
+                    "and task models: a name (default %(default)s, lu2023's specs; knn, gbdt, lda, ...: "
+                    "scikit-learn defaults), NAME(param=value, ...), or a scikit-learn class path such as "
+                    "sklearn.naive_bayes.GaussianNB")
     cp.add_argument("--strategy", default="us-margin", help="query strategy run on each query model "
                     "(default %(default)s)")
     _replay_options(cp, "output directory (default reports/compat-<protocol>-<dataset>)")

@@ -28,7 +28,7 @@ from scipy import stats
 from audit.compare import summarise
 from audit.errors import AuditError
 from audit.metrics import get_variant
-from audit.models import BUILDERS, ModelSpec
+from audit.models import BUILDERS, ModelSpec, parse_model
 from audit.protocols import Protocol, StrategySpec, load_protocol
 from audit.report import write_directory
 from audit.reproduce import ReplayPlan, ReproduceRequest, missing_tasks, plan_replay, run_and_store
@@ -39,7 +39,8 @@ ALPHA = 0.05
 STRATEGIES = {"us-margin": "native.margin"}  # uncertainty sampling on a fitted query model's margin
 DEFAULT_MODELS = ("lr", "svm-rbf", "rf")
 # The classifiers of lu2023's grids (Section 5.1; PROTOCOL-NOTES.md). Any other model
-# name of audit.models.BUILDERS runs with scikit-learn's defaults.
+# name of audit.models.BUILDERS runs with scikit-learn's defaults; any spec
+# `NAME(param=value, ...)` or scikit-learn class path (audit.models.parse_model) as written.
 LU2023_SPECS = {
     "lr": ModelSpec("lr", {"C": 1.0, "solver": "lbfgs"}),
     "svm-rbf": ModelSpec("svm-rbf", {"C": 1.0, "gamma": "auto"}),
@@ -155,35 +156,44 @@ class CompatRequest:
 
 
 def model_spec(name: str) -> ModelSpec:
-    """A grid model by name: lu2023's spec for lr, svm-rbf and rf, scikit-learn's defaults otherwise."""
-    return LU2023_SPECS.get(name) or ModelSpec(name)
+    """A grid model by its text: lu2023's spec for lr, svm-rbf and rf, else the spec as written
+    (``knn``, ``knn(n_neighbors=3)``, ``sklearn.naive_bayes.GaussianNB``; scikit-learn's defaults
+    for parameters it does not name)."""
+    return LU2023_SPECS.get(name) or parse_model(name)
 
 
 def grid_models(names: Sequence[str]) -> dict[str, ModelSpec]:
-    """The grid's models by name, checked: two or more, distinct, known."""
+    """The grid's models by their text, checked: two or more, distinct, valid specs."""
+    names = [n.strip() for n in names]
     if len(names) < 2:
         raise AuditError("a compatibility grid needs at least two models (--models a,b,...)")
-    repeated = sorted({n for n in names if list(names).count(n) > 1})
+    repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise AuditError(f"model(s) named twice in --models: {', '.join(repeated)}")
-    return {name: model_spec(name) for name in names}
+    models = {name: model_spec(name) for name in names}
+    same = sorted({f"{a} = {b}" for a in models for b in models if a < b and models[a].key == models[b].key})
+    if same:
+        raise AuditError(f"--models names one model twice: {', '.join(same)}")
+    return models
 
 
 def strategy_id(query_model: str) -> str:
     return f"q={query_model}"
 
 
-def grid_protocol(protocol: Protocol, task_model: str, implementation: str) -> Protocol:
+def grid_protocol(protocol: Protocol, task_model: str, models: dict[str, ModelSpec], implementation: str) -> Protocol:
     """The derived protocol of one task model (one column): every known model is a query strategy.
 
-    It holds every model of audit.models.BUILDERS, not only the grid's, so its spec hash
-    (hence the store fingerprint) does not depend on which models a grid names: a larger
-    grid reuses the stored cells of a smaller one. Its own name keeps store keys of
-    different task models apart.
+    It holds every model of audit.models.BUILDERS by name, not only the grid's, so its spec
+    hash (hence the store fingerprint) does not depend on which of them a grid names: a
+    larger grid reuses the stored cells of a smaller one. Specs written out in --models
+    (``knn(n_neighbors=3)``, class paths) are added, so only grids naming them share
+    those cells. Its own name keeps store keys of different task models apart.
     """
-    strategies = {strategy_id(q): StrategySpec(strategy_id(q), implementation, {}, model_spec(q)) for q in BUILDERS}
+    known = {q: model_spec(q) for q in BUILDERS} | models
+    strategies = {strategy_id(q): StrategySpec(strategy_id(q), implementation, {}, spec) for q, spec in known.items()}
     return dataclasses.replace(protocol, name=f"{protocol.name}-compat-task={task_model}",
-                               task_model=model_spec(task_model), strategies=strategies)
+                               task_model=models[task_model], strategies=strategies)
 
 
 def run_compat(request: CompatRequest, log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
@@ -198,7 +208,7 @@ def run_compat(request: CompatRequest, log: Callable[[str], None] = lambda line:
         raise AuditError("no data set given")
     models = grid_models(request.models)
     base = request.protocol if isinstance(request.protocol, Protocol) else load_protocol(request.protocol)
-    protocols = {t: grid_protocol(base, t, STRATEGIES[request.strategy]) for t in models}
+    protocols = {t: grid_protocol(base, t, models, STRATEGIES[request.strategy]) for t in models}
     sids = [strategy_id(q) for q in models]
     plans = {}
     for dataset in request.datasets:  # every input is checked before any trial runs

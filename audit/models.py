@@ -7,7 +7,11 @@ reuse the task model's fit.
 """
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -81,16 +85,42 @@ BUILDERS: dict[str, Callable[..., ClassifierMixin]] = {
 }
 
 
+SKLEARN_PREFIX = "sklearn."  # a model named by its class path, e.g. sklearn.naive_bayes.GaussianNB
+
+
+def sklearn_classifier(path: str) -> type:
+    """The scikit-learn classifier class at ``path`` (``sklearn.module.Class``), checked."""
+    module, _, name = path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        raise AuditError(f"unknown model '{path}': scikit-learn has no such class") from None
+    if not (isinstance(cls, type) and issubclass(cls, ClassifierMixin)):
+        raise AuditError(f"model '{path}' is not a scikit-learn classifier")
+    return cls
+
+
+def _build_sklearn(path: str, random_state: int | None, **params: Any) -> ClassifierMixin:
+    """A class-path model; it gets the protocol's model seed when it takes a random_state."""
+    cls = sklearn_classifier(path)
+    if "random_state" in inspect.signature(cls).parameters:
+        params.setdefault("random_state", random_state)
+    return cls(**params)
+
+
 @dataclass(frozen=True)
 class ModelSpec:
-    """A classifier as data: a builder name and its keyword parameters."""
+    """A classifier as data: a builder name (or a scikit-learn class path) and its keyword parameters."""
 
     name: str
     params: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.name not in BUILDERS:
-            raise AuditError(f"unknown model '{self.name}'; known: {', '.join(sorted(BUILDERS))}")
+        if self.name.startswith(SKLEARN_PREFIX):
+            sklearn_classifier(self.name)
+        elif self.name not in BUILDERS:
+            raise AuditError(f"unknown model '{self.name}'; known: {', '.join(sorted(BUILDERS))}, "
+                             f"or a scikit-learn class path such as sklearn.naive_bayes.GaussianNB")
 
     @classmethod
     def from_data(cls, data: str | dict[str, Any]) -> "ModelSpec":
@@ -107,7 +137,20 @@ class ModelSpec:
         return f"{self.name}{json.dumps(self.params, sort_keys=True)}"
 
     def build(self, random_state: int | None = None) -> ClassifierMixin:
+        if self.name.startswith(SKLEARN_PREFIX):
+            return _build_sklearn(self.name, random_state, **dict(self.params))
         return BUILDERS[self.name](random_state, **dict(self.params))
+
+    def validate(self) -> "ModelSpec":
+        """Build the estimator and check its parameters now, so a bad spec fails before any trial."""
+        try:
+            model = self.build(0)
+            getattr(model, "_validate_params", lambda: None)()  # scikit-learn's own parameter check
+        except AuditError:
+            raise
+        except Exception as exc:
+            raise AuditError(f"model {self}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        return self
 
     def to_data(self) -> dict[str, Any]:
         return {"name": self.name, "params": dict(self.params)}
@@ -115,6 +158,44 @@ class ModelSpec:
     def __str__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in sorted(self.params.items()))
         return f"{self.name}({args})"
+
+
+_SPEC_TEXT = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*(?:\((.*)\))?\s*", re.S)
+
+
+def parse_model(text: str) -> ModelSpec:
+    """A model spec from the command line: ``NAME`` or ``NAME(param=value, ...)``, NAME a
+    builder name (``knn``) or a scikit-learn class path (``sklearn.tree.DecisionTreeClassifier``),
+    values Python literals. The spec is validated (see :meth:`ModelSpec.validate`)."""
+    match = _SPEC_TEXT.fullmatch(text)
+    if not match:
+        raise AuditError(f"cannot read model spec '{text}': write NAME or NAME(param=value, ...)")
+    name, arguments = match.groups()
+    params: dict[str, Any] = {}
+    if arguments and arguments.strip():
+        try:
+            call = ast.parse(f"spec({arguments})", mode="eval").body
+            if not isinstance(call, ast.Call) or call.args or any(k.arg is None for k in call.keywords):
+                raise ValueError("positional arguments")
+            params = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+        except (SyntaxError, ValueError):
+            raise AuditError(f"cannot read the parameters of model spec '{text}': write "
+                             f"NAME(param=value, ...) with literal values") from None
+    return ModelSpec(name, params).validate()
+
+
+def split_specs(text: str) -> list[str]:
+    """Split a comma-separated list of model specs at the commas outside parentheses."""
+    parts, depth, current = [], 0, []
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip()]
 
 
 def margin_scores(model: ClassifierMixin, X: np.ndarray) -> np.ndarray:

@@ -231,6 +231,9 @@ def test_compat_prints_the_grid_and_writes_its_files(capsys, tmp_path):
     (("--dataset", "sonar", "--datasets", "sonar,heart"), "either --dataset NAME or --datasets"),
     (("--models", "lr"), "at least two models"),
     (("--dataset", "sonr"), "unknown data set 'sonr'"),
+    (("--models", "lr,knn(n_neighbors=0, weights='uniform')"), "'n_neighbors' parameter of KNeighborsClassifier"),
+    (("--models", "lr,sklearn.linear_model.Ridge"), "is not a scikit-learn classifier"),
+    (("--models", "knn,knn()"), "names one model twice: knn = knn()"),
 ])
 def test_compat_bad_input(capsys, tmp_path, argv, fragment):
     argv = argv if any(a.startswith("--dataset") for a in argv) else ("--dataset", "sonar", *argv)

@@ -12,6 +12,7 @@ from audit.compat import (NON_COMPATIBLE, PAPER_GROUPS, CompatRequest, analyse, 
                           grid_group, holm, judge_column, run_compat, strategy_id, summarise_grids)
 from audit.datasets import names
 from audit.errors import AuditError
+from audit.models import ModelSpec, parse_model, split_specs
 from audit.runner import RoundRecord, TrialResult, run_trial
 
 
@@ -177,3 +178,44 @@ def test_a_larger_grid_reuses_the_cells_of_a_smaller_one(tmp_path, sonar):
     assert {t: (r["ran"], r["reused"]) for t, r in large["runs"].items()} == \
         {"lr": (2, 4), "knn": (2, 4), "lda": (6, 0)}
     assert [c for c in large["cells"] if c["query_model"] != "lda" and c["task_model"] != "lda"] == small["cells"]
+
+
+def test_model_specs_are_read_as_names_calls_or_scikit_learn_class_paths():
+    assert split_specs("lr, knn(n_neighbors=3, weights='distance'),sklearn.naive_bayes.GaussianNB") == \
+        ["lr", "knn(n_neighbors=3, weights='distance')", "sklearn.naive_bayes.GaussianNB"]
+    assert parse_model("knn(n_neighbors=3, weights='distance')") == \
+        ModelSpec("knn", {"n_neighbors": 3, "weights": "distance"})
+    tree = parse_model("sklearn.tree.DecisionTreeClassifier(max_depth=3)").build(6211)
+    assert type(tree).__name__ == "DecisionTreeClassifier" and tree.get_params()["random_state"] == 6211
+    assert tree.get_params()["max_depth"] == 3
+    assert type(parse_model("sklearn.naive_bayes.GaussianNB").build(1)).__name__ == "GaussianNB"
+    for text, message in [("knn(3)", "cannot read the parameters"), ("knn(k=len)", "cannot read the parameters"),
+                          ("knn(p=0)", "'p' parameter"), ("knn(leaf=1)", "unexpected keyword argument 'leaf'"),
+                          ("sklearn.nope.Model", "scikit-learn has no such class"), ("k nn", "cannot read model spec"),
+                          ("sklearn.linear_model.LinearRegression", "not a scikit-learn classifier")]:
+        with pytest.raises(AuditError, match=message):
+            parse_model(text)
+
+
+def test_a_grid_of_written_out_specs_scores_them_as_their_own_replays(tmp_path, sonar, lu2023):
+    """Specs with parameters and class paths are grid models like the named ones; the
+    GaussianNB diagonal equals a replay with GaussianNB as task model queried by its own margin."""
+    import dataclasses
+
+    models = ["knn(n_neighbors=3)", "sklearn.naive_bayes.GaussianNB"]
+    request = CompatRequest("lu2023", ["sonar"], models=models, trials=2, store=tmp_path / "s.sqlite",
+                            out=tmp_path / "out", progress=False)
+    (report,), _ = run_compat(request, log=lambda line: None)
+    with open(tmp_path / "out" / "compat.csv") as f:
+        assert [(r["query_model"], r["task_model"], r["n"]) for r in csv.DictReader(f)] == \
+            [(q, t, "2") for q in models for t in models]
+    assert report["model_specs"] == {"knn(n_neighbors=3)": "knn(n_neighbors=3)",
+                                     "sklearn.naive_bayes.GaussianNB": "sklearn.naive_bayes.GaussianNB()"}
+    nb = ModelSpec("sklearn.naive_bayes.GaussianNB")
+    own = dataclasses.replace(lu2023, task_model=nb, strategies={
+        "us-nb": dataclasses.replace(lu2023.strategy("us-c"), id="us-nb")})
+    seed = report["trial_seeds"][0]
+    assert [run_trial(own, "sonar", sonar.X, sonar.y, "us-nb", seed).aubc] == \
+        [float(a) for a in _per_trial(tmp_path / "out", models[1], models[1], seed)]
+    (again,), _ = run_compat(request, log=lambda line: None)
+    assert all(r["ran"] == 0 for r in again["runs"].values())
