@@ -1,13 +1,14 @@
 """SQLite results store: one transaction per finished trial.
 
 A trial is keyed by (protocol, dataset, strategy, trial seed, fingerprint), where the
-fingerprint covers the protocol spec, this tool's code and every library version: a
-result is reused only when all of them are the same. A trial and its rounds are written
+fingerprint covers the protocol spec, the code a trial runs (see :func:`replay_sources`)
+and every library version: a result is reused only when all of them are the same. A trial and its rounds are written
 in one transaction, so a run killed at any moment leaves each trial either complete or
 absent, and the UNIQUE key makes a finished trial impossible to store twice.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import platform
@@ -86,15 +87,60 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
+# What a stored trial is computed by: the runner, and the adapters package, whose modules
+# are imported by name at run time. Everything these import from this tool, at any depth,
+# belongs to it too (replay_sources); reports, statistics, diagnosis, the comparison with
+# the papers and the CLI only read stored trials.
+REPLAY_ROOTS = ("audit.runner", "adapters")
+_OWN_PACKAGES = ("audit", "adapters")
+
+
+def _source(module: str) -> Path | None:
+    """The file of one of this tool's modules, or None for anything else."""
+    if module.split(".")[0] not in _OWN_PACKAGES:
+        return None
+    base = REPO_ROOT.joinpath(*module.split("."))
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+
+
+def _imports(path: Path) -> list[str]:
+    """Every absolute module an import statement of the file names, function-level ones included
+    (``from a import b`` names ``a`` and, when it is a module, ``a.b``)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names += [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+    return names
+
+
+@lru_cache(maxsize=1)
+def replay_sources() -> tuple[Path, ...]:
+    """The source files a trial can execute: REPLAY_ROOTS (a package with all its modules),
+    their parent packages, and every module of this tool they import, transitively."""
+    todo, found = list(REPLAY_ROOTS), {}
+    while todo:
+        module = todo.pop()
+        path = _source(module)
+        if path is None or module in found:
+            continue
+        found[module] = path
+        if module in REPLAY_ROOTS and path.name == "__init__.py":
+            todo += [f"{module}.{p.stem}" for p in path.parent.glob("*.py") if p.stem != "__init__"]
+        parts = module.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))] + _imports(path)
+    return tuple(sorted(set(found.values())))
+
+
 @lru_cache(maxsize=1)
 def code_hash() -> str:
-    """Hash of this tool's own source: changed code means results are recomputed."""
+    """Hash of the code a trial runs (replay_sources): when it changes, trials are recomputed;
+    an edit to a report or a statistic keeps every stored trial."""
     digest = hashlib.sha256()
-    for folder in ("audit", "adapters"):
-        for path in sorted((REPO_ROOT / folder).rglob("*")):
-            if path.suffix in (".py", ".toml"):
-                digest.update(str(path.relative_to(REPO_ROOT)).encode())
-                digest.update(path.read_bytes())
+    for path in replay_sources():
+        digest.update(str(path.relative_to(REPO_ROOT)).encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 

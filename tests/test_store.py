@@ -115,3 +115,51 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path, sonar):
     assert _stored(clean_store) == final  # same AUBC and query sequence per seed, killed or not
     report = json.loads((out / "report.json").read_text())
     assert report["strategies"][0]["n_trials"] == 40
+
+
+def _relative(paths):
+    return {str(p.relative_to(REPO)) for p in paths}
+
+
+def test_the_fingerprint_covers_the_code_trials_run_and_not_what_reads_them():
+    from audit.store import replay_sources
+
+    code = _relative(replay_sources())
+    assert {"audit/runner.py", "audit/splits.py", "audit/models.py", "audit/forest.py", "audit/metrics.py",
+            "audit/oracles.py", "audit/datasets.py", "audit/protocols/__init__.py", "audit/__init__.py"} <= code
+    assert {str(p.relative_to(REPO)) for p in (REPO / "adapters").glob("*.py")} <= code
+    assert not code & {"audit/report.py", "audit/cli.py", "audit/compat.py", "audit/stats.py", "audit/gate.py",
+                       "audit/reproduce.py", "audit/compare.py", "audit/diagnose/counterfactual.py"}
+
+
+TRIAL_MODULES = """
+import json, sys
+from audit.datasets import load_dataset
+from audit.protocols import load_protocol
+from audit.runner import run_trial
+import dataclasses
+from audit.models import ModelSpec
+data, lu2023 = load_dataset("sonar"), load_protocol("lu2023")
+small = dataclasses.replace(lu2023, budget_size=6)
+spec = lu2023.strategy("us-c")
+strategies = {sid: dataclasses.replace(spec, id=sid, implementation=impl, query_model=ModelSpec("lr"))
+              for sid, impl in [("a", "alipy.random"), ("s", "skactiveml.random")]}
+small = dataclasses.replace(small, strategies={**lu2023.strategies, **strategies})
+for sid in ("uniform", "us-c", "us-nc", "a", "s", "greedy-oracle"):
+    assert run_trial(small, "sonar", data.X, data.y, sid, 0).status == "ok", sid
+print(json.dumps(sorted(m.__file__ for n, m in sys.modules.items()
+                        if n.split(".")[0] in ("audit", "adapters") and getattr(m, "__file__", None))))
+"""
+
+
+def test_every_module_of_this_tool_a_trial_loads_is_in_the_fingerprint():
+    """The import graph is read statically; a real trial of every library in a fresh
+    interpreter must not load a module of this tool that the fingerprint leaves out."""
+    from audit.store import replay_sources
+
+    done = subprocess.run([sys.executable, "-c", TRIAL_MODULES], cwd=REPO, capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr
+    loaded = _relative(Path(f) for f in json.loads(done.stdout.splitlines()[-1]))
+    assert {"adapters/alipy.py", "adapters/skactiveml.py", "adapters/libact.py", "audit/oracles.py"} <= loaded
+    assert loaded <= _relative(replay_sources()), loaded - _relative(replay_sources())
