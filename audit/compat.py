@@ -450,9 +450,9 @@ def plot_grid(report: dict[str, Any], path: Path) -> None:
     ax.set_xlabel("task model (trained and evaluated)")
     ax.set_ylabel("query model (picks the queries)")
     n = sorted({c["n"] for c in report["cells"]})
-    n_text = str(n[0]) if len(n) == 1 else f"{n[0]}-{n[-1]}"
+    n_text = (f"{n[0]} trial" + ("" if n[0] == 1 else "s")) if len(n) == 1 else f"{n[0]}-{n[-1]} trials"
     ax.set_title(f"{report['dataset']['name']}: uncertainty sampling (margin), query x task model\n"
-                 f"{p['name']} protocol, AUBC {p['aubc_variant']} on {p['aubc_metric']}, n = {n_text} trials",
+                 f"{p['name']} protocol, AUBC {p['aubc_variant']} on {p['aubc_metric']}, n = {n_text}",
                  fontsize=10)
     colorbar = fig.colorbar(image, ax=ax, shrink=0.85)
     colorbar.set_label(f"mean AUBC ({unit})")
