@@ -8,6 +8,7 @@ reuse the task model's fit.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import json
@@ -116,11 +117,17 @@ class ModelSpec:
     params: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._builder()  # an unknown name fails here, when the spec is written
+
+    def _builder(self) -> Callable[..., ClassifierMixin]:
+        """The function that builds this model: a named builder, or the class path's."""
         if self.name.startswith(SKLEARN_PREFIX):
             sklearn_classifier(self.name)
-        elif self.name not in BUILDERS:
+            return functools.partial(_build_sklearn, self.name)
+        if self.name not in BUILDERS:
             raise AuditError(f"unknown model '{self.name}'; known: {', '.join(sorted(BUILDERS))}, "
                              f"or a scikit-learn class path such as sklearn.naive_bayes.GaussianNB")
+        return BUILDERS[self.name]
 
     @classmethod
     def from_data(cls, data: str | dict[str, Any]) -> "ModelSpec":
@@ -137,9 +144,7 @@ class ModelSpec:
         return f"{self.name}{json.dumps(self.params, sort_keys=True)}"
 
     def build(self, random_state: int | None = None) -> ClassifierMixin:
-        if self.name.startswith(SKLEARN_PREFIX):
-            return _build_sklearn(self.name, random_state, **dict(self.params))
-        return BUILDERS[self.name](random_state, **dict(self.params))
+        return self._builder()(random_state, **dict(self.params))
 
     def validate(self) -> "ModelSpec":
         """Build the estimator and check its parameters now, so a bad spec fails before any trial."""
