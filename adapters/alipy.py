@@ -45,6 +45,7 @@ import collections
 import collections.abc
 import contextlib
 import ctypes
+import functools
 import io
 import os
 import sys
@@ -140,6 +141,75 @@ class _FixedQP:
 
         problem.solve = quiet_solve
         return problem
+
+
+def sequential_log_loss(prob: np.ndarray) -> float:
+    """ALiPy's ``QueryExpectedErrorReduction.log_loss`` (``loss -= p * log(p)`` over the rows,
+    then the classes, from 0.0) without its Python loop: the same terms subtracted in the
+    same order by ``np.subtract.accumulate``, so the same float."""
+    terms = np.asarray(prob, dtype=np.float64)
+    terms = (terms * np.log(terms)).ravel()
+    return float(np.subtract.accumulate(np.concatenate(([0.0], terms)))[-1])
+
+
+@functools.lru_cache(maxsize=1)
+def sequential_log_loss_verified() -> bool:
+    """Does :func:`sequential_log_loss` give ALiPy's own value bit for bit here (numpy's
+    array and scalar ``log`` agree)? Checked once per process; False keeps ALiPy's loop."""
+    rng = np.random.default_rng(634)
+    reference = _ql.QueryExpectedErrorReduction(np.zeros((2, 1)), np.array([0, 1]))
+    for n_rows, n_classes in ((1, 2), (7, 2), (150, 2), (40, 3)):
+        prob = rng.dirichlet(np.ones(n_classes), size=n_rows)
+        prob[0] = np.clip(prob[0], 1e-300, None)
+        with np.errstate(all="ignore"):
+            if reference.log_loss(prob) != sequential_log_loss(prob):
+                return False
+    return True
+
+
+class _RepeatPinvNumpy:
+    """Stands in for numpy inside ALiPy's BMDR ``select``, whose ADMM loop recomputes
+    ``np.linalg.pinv(A)`` for the same ``A`` on every iteration (A depends only on the
+    labeled and selected rows): an SVD per iteration, most of BMDR's run time. Here the
+    pseudo-inverse of a matrix equal, bit for bit, to the previous one is the previous
+    result (read-only), so every value ALiPy computes is unchanged. Everything else is numpy.
+    """
+
+    def __init__(self):
+        self.linalg = _RepeatPinvLinalg()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(np, name)
+
+
+class _RepeatPinvLinalg:
+    def __init__(self):
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(np.linalg, name)
+
+    def pinv(self, a: Any, *args: Any, **kwargs: Any) -> np.ndarray:
+        if args or kwargs or not isinstance(a, np.ndarray):
+            return np.linalg.pinv(a, *args, **kwargs)
+        if self._last is not None and self._last[0].shape == a.shape and self._last[0].dtype == a.dtype \
+                and np.array_equal(self._last[0], a):
+            return self._last[1]
+        result = np.linalg.pinv(a)
+        result.flags.writeable = False
+        self._last = (a.copy(), result)
+        return result
+
+
+@contextlib.contextmanager
+def _module_global(module: Any, name: str, value: Any):
+    """Rebind one global of a library module for the duration of a call."""
+    saved = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, saved)
 
 
 @contextlib.contextmanager
@@ -340,7 +410,10 @@ class EER(AlipyStrategy):
     placeholder = "known-class"
 
     def _build(self, X, y_alipy):
-        return _ql.QueryExpectedErrorReduction(X, y_alipy)
+        qs = _ql.QueryExpectedErrorReduction(X, y_alipy)
+        if sequential_log_loss_verified():
+            qs.log_loss = sequential_log_loss
+        return qs
 
     def _call(self, qs, labeled, candidates, batch_size, model):
         if not hasattr(model, "predict_proba"):
@@ -480,6 +553,10 @@ class BMDR(_KernelQP):
         qs = _ql.QueryInstanceBMDR(X, self._dummy_labels(X.shape[0]), beta=self.params["beta"],
                                    gamma=self.params["gamma"], rho=self.params["rho"], **self._kernel_kwargs())
         return self._finish_build(qs)
+
+    def _call(self, qs, labeled, candidates, batch_size, model):
+        with _module_global(_ql, "np", _RepeatPinvNumpy()):
+            return super()._call(qs, labeled, candidates, batch_size, model)
 
 
 class SPAL(_KernelQP):

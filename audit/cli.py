@@ -237,7 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--samples", type=int, default=1000, help="subsets per k (default %(default)s)")
         else:
             sp.add_argument("--datasets", required=True, help="comma-separated data set names")
-        sp.add_argument("--strategies", help="comma-separated strategy ids (default: all available)")
+        sp.add_argument("--strategies", help="comma-separated strategy ids (default: every query strategy "
+                        "that runs here, the reference oracles bso and greedy-oracle left out)")
         _replay_options(sp, f"output directory (default reports/{name}-<protocol>)")
         sp.set_defaults(func=_stats)
 

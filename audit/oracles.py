@@ -142,7 +142,9 @@ def _libsvm_arguments(estimator: Any) -> dict[str, Any] | None:
     from sklearn.svm import SVC
     from sklearn.utils import check_random_state
 
-    if (type(estimator) is not SVC or estimator.kernel not in ("linear", "poly", "rbf", "sigmoid")
+    from audit.lean_svm import LeanSVC
+
+    if (type(estimator) not in (SVC, LeanSVC) or estimator.kernel not in ("linear", "poly", "rbf", "sigmoid")
             or estimator.class_weight is not None or estimator.probability not in (False, "deprecated")
             or estimator.break_ties):
         return None

@@ -16,10 +16,15 @@ Choices (documented in the README):
 - wtl (zhan2021 Table 4): mean AUBC per data set; a tie when |difference| <= 0.005
   (0.5% on the 0-1 scale, boundary included); score = 2 * win + tie.
 - runs-needed (CDALBench): subsets of k trials drawn without replacement (generator seed 0).
+- By default the analyses cover the protocol's query strategies that run here, without the
+  reference oracles (BSO, the greedy oracle): they choose by the test labels, and lu2023's
+  Table 3 and Figure 5 rank and count query strategies only (its Table 1 reports BSO
+  apart). Named in ``--strategies``, an oracle is analysed like any strategy.
 """
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import sys
 from dataclasses import dataclass
@@ -29,6 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import stats
 
+from audit import oracles
 from audit.errors import AuditError
 from audit.metrics import get_variant
 from audit.reproduce import ReproduceRequest, execute_replay, plan_replay
@@ -79,6 +85,11 @@ def collect(protocol: str, datasets: Sequence[str], strategies: Sequence[str] | 
     requests = [ReproduceRequest(protocol, d, wanted, trials=trials, jobs=jobs, data_dir=data_dir, store=store,
                                  progress=progress) for d in datasets]
     plans = [plan_replay(r, log) for r in requests]  # every input validated before any work
+    left_out: list[str] = []
+    if wanted is None:
+        p = plans[0].protocol
+        left_out = [sid for sid in plans[0].strategies if oracles.is_oracle(p.strategy(sid).implementation)]
+        plans = [dataclasses.replace(pl, strategies=[s for s in pl.strategies if s not in left_out]) for pl in plans]
     if require and require not in plans[0].strategies:
         raise AuditError(f"this analysis needs strategy '{require}', which protocol '{plans[0].protocol.name}' "
                          "cannot run here")
@@ -102,6 +113,11 @@ def collect(protocol: str, datasets: Sequence[str], strategies: Sequence[str] | 
         f"libraries: {libs}",
         "trial seeds: " + "; ".join(f"{pl.dataset} {_seed_ranges(pl.seeds)} ({len(pl.seeds)})" for pl in plans),
     ]
+    if plans[0].unavailable:
+        provenance.append(f"not run here: {', '.join(plans[0].unavailable)} (reasons: `audit strategies`)")
+    if left_out:
+        provenance.append(f"reference oracles left out: {', '.join(left_out)} (they choose by the test labels; "
+                          "name them in --strategies to include them)")
     return Collected(table, plans[0].strategies, provenance, p.sd_ddof, p.name)
 
 

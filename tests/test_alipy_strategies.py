@@ -14,7 +14,7 @@ import pytest
 import adapters
 from adapters import MISSING
 from adapters import alipy as al
-from audit.models import ModelSpec
+from audit.models import BUILDERS, ModelSpec
 from audit.protocols import StrategySpec, load_protocol
 from audit.runner import run_trial
 from audit.splits import make_split
@@ -277,3 +277,77 @@ def test_placeholder_gives_the_pick_of_alipy_fed_the_true_labels(sid):
         direct = al._ql.QueryInstanceUncertainty(X, y_true, measure="entropy").select(
             L, U, model=model, batch_size=1)
     assert picked == int(np.asarray(direct).ravel()[0])
+
+
+# --- speed-ups that must not move a pick -------------------------------------------------
+
+def _plain_alipy(monkeypatch):
+    """ALiPy as shipped: its own log_loss loop, numpy's pinv on every ADMM iteration, SVC."""
+    from sklearn.svm import SVC
+
+    monkeypatch.setattr(al, "sequential_log_loss_verified", lambda: False)
+    monkeypatch.setattr(al, "_RepeatPinvNumpy", lambda: np)
+    for kernel in ("rbf", "linear"):
+        monkeypatch.setitem(BUILDERS, f"svm-{kernel}", lambda random_state, kernel=kernel, **params: SVC(
+            kernel=kernel, random_state=random_state, **params))
+
+
+@pytest.mark.parametrize("sid", ["eer", "bmdr"])
+def test_the_speed_ups_give_alipys_own_picks(sid, sonar, monkeypatch):
+    """EER with the vectorised log loss and LeanSVC, BMDR with the repeated-pinv reuse:
+    the queries and every accuracy of 12 rounds of two lu2023 trials equal ALiPy's own."""
+    protocol = single_strategy(LU2023, SPECS[sid], budget=12)
+    fast = [run_trial(protocol, "sonar", sonar.X, sonar.y, sid, seed) for seed in (0, 5)]
+    with monkeypatch.context() as m:
+        _plain_alipy(m)
+        assert type(SPECS["eer"].query_model.build(0)).__name__ == "SVC"
+        plain = [run_trial(protocol, "sonar", sonar.X, sonar.y, sid, seed) for seed in (0, 5)]
+    for a, b in zip(fast, plain):
+        assert a.status == b.status == "ok", (a.error, b.error)
+        assert [r.queried for r in a.rounds] == [r.queried for r in b.rounds]
+        assert [r.accuracy for r in a.rounds] == [r.accuracy for r in b.rounds]
+
+
+def test_bmdr_reuses_the_pseudo_inverse_of_a_repeated_matrix(monkeypatch):
+    """On heart, BMDR's ADMM runs many iterations a round (on sonar it stops after one)."""
+    from audit.datasets import load_dataset
+
+    heart = load_dataset("heart")
+    calls = []
+    real_pinv = np.linalg.pinv
+    monkeypatch.setattr(np.linalg, "pinv", lambda a, *args, **kw: calls.append(1) or real_pinv(a, *args, **kw))
+    protocol = single_strategy(LU2023, SPECS["bmdr"], budget=6)
+    fast = run_trial(protocol, "heart", heart.X, heart.y, "bmdr", 0)
+    n_fast = len(calls)
+    with monkeypatch.context() as m:
+        m.setattr(al, "_RepeatPinvNumpy", lambda: np)
+        plain = run_trial(protocol, "heart", heart.X, heart.y, "bmdr", 0)
+    assert fast.status == plain.status == "ok" and fast.query_hash == plain.query_hash
+    assert 0 < n_fast < (len(calls) - n_fast) / 5, (n_fast, len(calls) - n_fast)  # iterations reuse one SVD
+
+
+def test_the_repeat_pinv_view_recomputes_for_a_changed_matrix():
+    view = al._RepeatPinvNumpy()
+    a = np.array([[2.0, 1.0], [1.0, 3.0]])
+    first = view.linalg.pinv(a)
+    assert view.linalg.pinv(a.copy()) is first and not first.flags.writeable
+    b = a.copy()
+    b[0, 0] = np.nextafter(2.0, 3.0)
+    assert np.array_equal(view.linalg.pinv(b), np.linalg.pinv(b)) and view.linalg.pinv(b) is not first
+    assert view.eye is np.eye  # everything else is numpy
+
+
+@pytest.mark.parametrize("n_rows, n_classes", [(1, 2), (33, 2), (200, 2), (17, 4)])
+def test_the_sequential_log_loss_is_alipys_float(n_rows, n_classes):
+    prob = np.random.default_rng(n_rows).dirichlet(np.ones(n_classes) * 0.3, size=n_rows)
+    qs = al._ql.QueryExpectedErrorReduction(np.zeros((2, 1)), np.array([0, 1]))
+    assert al.sequential_log_loss(prob) == qs.log_loss(prob)
+
+
+def test_without_the_log_loss_self_check_eer_keeps_alipys_loop(monkeypatch, sonar):
+    monkeypatch.setattr(al, "sequential_log_loss_verified", lambda: False)
+    eer = adapters.strategy_class("alipy.eer")(random_state=0)
+    qs = eer._build(sonar.X[:30], np.zeros(30, dtype=np.int64))
+    assert "log_loss" not in vars(qs)
+    monkeypatch.undo()
+    assert vars(eer._build(sonar.X[:30], np.zeros(30, dtype=np.int64)))["log_loss"] is al.sequential_log_loss

@@ -135,3 +135,24 @@ def test_help_renders_the_four_commands():
 
     text = build_parser().format_help()  # a bare % in a help string would raise here
     assert all(name in text for name in ("usefulness", "rank", "wtl", "runs-needed"))
+
+
+def test_by_default_the_oracles_are_left_out_and_unavailable_strategies_named(tmp_path):
+    """lu2023 ranks and counts query strategies; BSO, which picks by the test labels, is
+    analysed only when named."""
+    import dataclasses
+
+    from audit.protocols import load_protocol
+
+    lu = load_protocol("lu2023")
+    protocol = dataclasses.replace(lu, budget_size=3, strategies={s: lu.strategy(s) for s in
+                                                                 ("uniform", "us-c", "bso", "vr")})
+    store = tmp_path / "store.sqlite"
+    default = stats.collect(protocol, ["sonar"], trials=2, store=store, progress=False, log=lambda line: None)
+    assert default.strategies == ["uniform", "us-c"] and set(default.table["sonar"]) == {"uniform", "us-c"}
+    assert any(line.startswith("reference oracles left out: bso") for line in default.provenance)
+    assert any(line.startswith("not run here: vr") for line in default.provenance)
+    named = stats.collect(protocol, ["sonar"], ["uniform", "bso"], trials=2, store=store, progress=False,
+                          log=lambda line: None)
+    assert named.strategies == ["uniform", "bso"] and len(named.table["sonar"]["bso"]) == 2
+    assert not any("oracles left out" in line for line in named.provenance)
