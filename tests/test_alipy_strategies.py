@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.svm import SVC
 
 import adapters
 from adapters import MISSING
 from adapters import alipy as al
-from audit.models import BUILDERS, ModelSpec
+from audit.models import ModelSpec
 from audit.protocols import StrategySpec, load_protocol
 from audit.runner import run_trial
 from audit.splits import make_split
 from tests.conftest import toy_pool as pool, single_strategy
+from tests.plain_libraries import plain_libraries
 
 LR = ModelSpec("lr", {"C": 1.0})
 LU2023 = load_protocol("lu2023")
@@ -281,26 +283,14 @@ def test_placeholder_gives_the_pick_of_alipy_fed_the_true_labels(sid):
 
 # --- speed-ups that must not move a pick -------------------------------------------------
 
-def _plain_alipy(monkeypatch):
-    """ALiPy as shipped: its own log_loss loop, numpy's pinv on every ADMM iteration, SVC."""
-    from sklearn.svm import SVC
-
-    monkeypatch.setattr(al, "sequential_log_loss_verified", lambda: False)
-    monkeypatch.setattr(al, "_RepeatPinvNumpy", lambda: np)
-    for kernel in ("rbf", "linear"):
-        monkeypatch.setitem(BUILDERS, f"svm-{kernel}", lambda random_state, kernel=kernel, **params: SVC(
-            kernel=kernel, random_state=random_state, **params))
-
-
 @pytest.mark.parametrize("sid", ["eer", "bmdr"])
-def test_the_speed_ups_give_alipys_own_picks(sid, sonar, monkeypatch):
+def test_the_speed_ups_give_alipys_own_picks(sid, sonar):
     """EER with the vectorised log loss and LeanSVC, BMDR with the repeated-pinv reuse:
     the queries and every accuracy of 12 rounds of two lu2023 trials equal ALiPy's own."""
     protocol = single_strategy(LU2023, SPECS[sid], budget=12)
     fast = [run_trial(protocol, "sonar", sonar.X, sonar.y, sid, seed) for seed in (0, 5)]
-    with monkeypatch.context() as m:
-        _plain_alipy(m)
-        assert type(SPECS["eer"].query_model.build(0)).__name__ == "SVC"
+    with plain_libraries():
+        assert type(SPECS["eer"].query_model.build(0)) is SVC
         plain = [run_trial(protocol, "sonar", sonar.X, sonar.y, sid, seed) for seed in (0, 5)]
     for a, b in zip(fast, plain):
         assert a.status == b.status == "ok", (a.error, b.error)
@@ -319,8 +309,7 @@ def test_bmdr_reuses_the_pseudo_inverse_of_a_repeated_matrix(monkeypatch):
     protocol = single_strategy(LU2023, SPECS["bmdr"], budget=6)
     fast = run_trial(protocol, "heart", heart.X, heart.y, "bmdr", 0)
     n_fast = len(calls)
-    with monkeypatch.context() as m:
-        m.setattr(al, "_RepeatPinvNumpy", lambda: np)
+    with plain_libraries():
         plain = run_trial(protocol, "heart", heart.X, heart.y, "bmdr", 0)
     assert fast.status == plain.status == "ok" and fast.query_hash == plain.query_hash
     assert 0 < n_fast < (len(calls) - n_fast) / 5, (n_fast, len(calls) - n_fast)  # iterations reuse one SVD

@@ -1,0 +1,68 @@
+"""This tool's ALiPy speed-ups against ALiPy and scikit-learn as shipped (run by hand, not in CI).
+
+    cd /work/main && uv run python benchmarks/alipy.py [--repeats 3] [--seed 0]
+
+One full lu2023 trial (budget = the whole pool) of EER on sonar and ionosphere and of
+BMDR on heart, through the runner both ways: as this tool runs it (LeanSVC for the SVC
+query and task models, EER's log loss without ALiPy's Python loop, BMDR's ADMM reusing
+the pseudo-inverse of its repeated matrix) and with every speed-up off
+(``tests/plain_libraries.py``: scikit-learn's SVC, ALiPy's own code paths). The two must
+give the same queries and the same accuracy in every round; the script checks that,
+then prints the fastest of ``--repeats`` runs of each (alternating, so drift in the
+machine's speed hits both) and their ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from audit.datasets import load_dataset  # noqa: E402
+from audit.protocols import load_protocol  # noqa: E402
+from audit.runner import run_trial  # noqa: E402
+from tests.plain_libraries import plain_libraries  # noqa: E402
+
+CASES = (("eer", "sonar"), ("eer", "ionosphere"), ("bmdr", "heart"))
+
+
+def timed(protocol, data, strategy: str, seed: int):
+    start = time.perf_counter()
+    result = run_trial(protocol, data.info.name, data.X, data.y, strategy, seed)
+    if result.status != "ok":
+        sys.exit(f"{strategy} on {data.info.name}: {result.error}")
+    return time.perf_counter() - start, [(r.queried, r.accuracy) for r in result.rounds]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0, help="trial seed (default %(default)s)")
+    args = parser.parse_args()
+    protocol = load_protocol("lu2023")
+    print(f"lu2023, trial seed {args.seed}, the whole pool; fastest of {args.repeats}; "
+          f"{platform.machine()}, Python {platform.python_version()}")
+    print("| strategy | data set | as shipped s | this tool s | ratio |")
+    print("|---|---|---|---|---|")
+    for strategy, name in CASES:
+        data = load_dataset(name)
+        best = {"plain": float("inf"), "fast": float("inf")}
+        rounds = {}
+        for _ in range(args.repeats):
+            with plain_libraries():
+                seconds, rounds["plain"] = timed(protocol, data, strategy, args.seed)
+            best["plain"] = min(best["plain"], seconds)
+            seconds, rounds["fast"] = timed(protocol, data, strategy, args.seed)
+            best["fast"] = min(best["fast"], seconds)
+        if rounds["plain"] != rounds["fast"]:
+            sys.exit(f"{strategy} on {name}: the queries or accuracies differ")
+        print(f"| {strategy} | {name} | {best['plain']:.1f} | {best['fast']:.1f} | "
+              f"{best['plain'] / best['fast']:.2f}x |", flush=True)
+    print("queries and accuracies identical in every case")
+
+
+if __name__ == "__main__":
+    main()
