@@ -1,6 +1,7 @@
-"""This tool's ALiPy speed-ups against ALiPy and scikit-learn as shipped (run by hand, not in CI).
+"""This tool's ALiPy speed-ups against ALiPy and scikit-learn as shipped (run by hand, not in CI; not
+named alipy.py, which would shadow the alipy package when run as a script).
 
-    cd /work/main && uv run python benchmarks/alipy.py [--repeats 3] [--seed 0]
+    cd /work/main && uv run python benchmarks/alipy_speed.py [--repeats 3] [--seed 0]
 
 One full lu2023 trial (budget = the whole pool) of EER on sonar and ionosphere and of
 BMDR on heart, through the runner both ways: as this tool runs it (LeanSVC for the SVC
