@@ -24,10 +24,9 @@ Choices (documented in the README):
 from __future__ import annotations
 
 import csv
-import dataclasses
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -89,7 +88,7 @@ def collect(protocol: str, datasets: Sequence[str], strategies: Sequence[str] | 
     if wanted is None:
         p = plans[0].protocol
         left_out = [sid for sid in plans[0].strategies if oracles.is_oracle(p.strategy(sid).implementation)]
-        plans = [dataclasses.replace(pl, strategies=[s for s in pl.strategies if s not in left_out]) for pl in plans]
+        plans = [replace(pl, strategies=[s for s in pl.strategies if s not in left_out]) for pl in plans]
     if require and require not in plans[0].strategies:
         raise AuditError(f"this analysis needs strategy '{require}', which protocol '{plans[0].protocol.name}' "
                          "cannot run here")
