@@ -6,17 +6,19 @@ several files are sorted by label, and pool order changes what a seeded protocol
 """
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
+import http.client
 import math
 import os
 import stat
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -411,38 +413,93 @@ def dataset_status(name: str, data_dir: str | os.PathLike | None = None) -> dict
 
 def fetch(name: str, cache_dir: str | os.PathLike | None = None) -> Path:
     """Copy one file from the mirror at $AL_AUDIT_DATA_URL (any urllib URL, file:// too)
-    into the cache. It appears under its real name only once its checksum matches, so an
-    interrupted or corrupt download never looks like a usable data file."""
+    into the cache, so that only the published file ever appears under its real name.
+
+    The download goes to al-audit's hidden ``.<file>.al-audit-partial`` beside it, stops
+    one byte past the registered size, and is linked under the real name once its checksum
+    matches. The partial is removed on any failure, Ctrl-C included; one left by a killed
+    fetch holds no lock and is reclaimed by the next. A file already under the real name is
+    never replaced: the published one is kept, anything else is refused.
+    """
     info = get_info(name)
     target_dir = Path(cache_dir).expanduser() if cache_dir is not None else user_cache_dir()
     dest = target_dir / info.file
-    if dest.is_file() and hashlib.sha256(_read(dest, info.n_bytes)).hexdigest() == info.sha256:
-        return dest
+    if os.path.lexists(dest):
+        return _keep_published(dest, info)
     base = os.environ.get(DATA_URL_ENV, "").strip()
     if not base:
         raise DataError(f"no download source configured: set {DATA_URL_ENV} to a mirror of the LIBSVM files")
     url = base.rstrip("/") + "/" + urllib.parse.quote(info.file)
+    partial = target_dir / f".{info.file}.al-audit-partial"
     try:
         target_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{info.file}.", suffix=".part", dir=target_dir)
+        out = _claim_partial(partial)
     except OSError as e:
         raise DataError(f"cannot write to cache directory {target_dir}: {e.strerror or e}") from None
-    try:
-        digest = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as resp:
-            for chunk in iter(lambda: resp.read(1 << 16), b""):
-                digest.update(chunk)
-                out.write(chunk)
-        _check_sha256(url, digest.hexdigest(), info.sha256)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    except (OSError, ValueError) as e:  # URLError and HTTPError are OSErrors
-        reason = getattr(e, "reason", None) or getattr(e, "strerror", None) or e
-        raise DataError(f"download of {url} failed: {reason}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with out:
+        try:
+            _check_sha256(url, _download(url, out, info.n_bytes), info.sha256)
+            out.flush()
+            os.link(partial, dest)  # unlike a rename, never replaces a file that appeared meanwhile
+        except FileExistsError:
+            return _keep_published(dest, info)
+        except (OSError, ValueError, http.client.HTTPException) as e:  # URLError, HTTPError, IncompleteRead
+            reason = getattr(e, "reason", None) or getattr(e, "strerror", None) or e
+            raise DataError(f"download of {url} failed: {reason}") from None
+        finally:
+            os.unlink(partial)  # still ours: we hold its lock
     return dest
+
+
+def _keep_published(dest: Path, info: DatasetInfo) -> Path:
+    """Return a file already under the data set's name if it is the published one; refuse
+    anything else, since al-audit did not write it and must not replace it."""
+    try:
+        _check_sha256(dest, hashlib.sha256(_read(dest, info.n_bytes)).hexdigest(), info.sha256)
+    except DataError as e:
+        raise DataError(f"{e}; al-audit does not replace it: move it away to fetch {info.name}") from None
+    return dest
+
+
+def _claim_partial(path: Path) -> BinaryIO:
+    """Open al-audit's partial download locked and empty. The lock (flock) dies with its
+    holder, so a partial left by a killed fetch is reclaimed, and one a live fetch is
+    writing is refused."""
+    out = open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644), "wb")
+    try:
+        fcntl.flock(out, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # A fetch that held the lock until just now may have linked this very file as the
+        # data file and unlinked the partial name: only the file still under it is ours.
+        if not os.path.samestat(os.fstat(out.fileno()), os.stat(path, follow_symlinks=False)):
+            raise BlockingIOError
+        out.truncate(0)
+    except (BlockingIOError, FileNotFoundError):
+        out.close()
+        raise DataError(f"{path} is being written by another `audit datasets --fetch`; "
+                        "wait for it to finish") from None
+    except BaseException:
+        out.close()
+        raise
+    return out
+
+
+def _download(url: str, out: BinaryIO, max_bytes: int) -> str:
+    """Stream ``url`` into ``out`` and return its SHA-256; more than ``max_bytes`` is refused
+    after reading one byte past them, and fewer than the server announced is a cut-off
+    transfer, not a corrupt file (http.client reads a closed connection as the end)."""
+    digest = hashlib.sha256()
+    received = 0
+    with urllib.request.urlopen(url, timeout=60) as resp:
+        while chunk := resp.read(min(1 << 16, max_bytes + 1 - received)):
+            received += len(chunk)
+            digest.update(chunk)
+            out.write(chunk)
+        announced = resp.headers.get("Content-Length", "")
+    if received > max_bytes:
+        raise _too_large(url, max_bytes)
+    if announced.isdigit() and received < int(announced):
+        raise DataError(f"download of {url} failed: the connection closed after {received} of {announced} bytes")
+    return digest.hexdigest()
 
 
 def format_registry_table(statuses: list[dict]) -> str:
