@@ -45,8 +45,10 @@ def one_line_error(fn, *args, **kw) -> str:
 
 def register(monkeypatch, tmp_path, lines, task, n_classes=2, d=3):
     """Write a tiny LIBSVM file and register it as 'tiny' (checksum not pinned)."""
-    (tmp_path / "tiny-svmstyle.txt").write_text("".join(line + "\n" for line in lines))
-    info = DatasetInfo("tiny", "tiny-svmstyle.txt", len(lines), d, n_classes, (), 1.0, "0" * 64, task, "small")
+    text = "".join(line + "\n" for line in lines)
+    (tmp_path / "tiny-svmstyle.txt").write_text(text)
+    info = DatasetInfo("tiny", "tiny-svmstyle.txt", len(lines), d, n_classes, (), 1.0, "0" * 64, len(text),
+                       task, "small")
     monkeypatch.setitem(D.REGISTRY, "tiny", info)
     return info
 
@@ -83,6 +85,12 @@ def test_sha256_literals_match_sha256sums():
         digest, fname = line.split()
         sums[fname.lstrip("*")] = digest
     assert {i.file: i.sha256 for i in D.REGISTRY.values()} == sums
+
+
+@needs_data
+def test_registered_sizes_are_the_files_sizes():
+    assert {i.file: i.n_bytes for i in D.REGISTRY.values()} == {
+        i.file: (D.REPO_DATA_DIR / i.file).stat().st_size for i in D.REGISTRY.values()}
 
 
 @needs_data
@@ -197,7 +205,7 @@ def test_checksum_mismatch(sonar_copy):
     lambda t: t.replace(" 7:", " x:", 1),           # bad index
     lambda t: t.replace(" 7:", " 7;", 1),           # missing colon
     lambda t: t.replace(" 8:", " 6:", 1),           # indices not increasing
-    lambda t: "abc" + t,                            # bad label
+    lambda t: "x" + t[1:],                          # bad label (same size: a larger file is refused first)
     lambda t: t.replace(" 7:-0.185065", " 7:inf", 1),  # non-finite value
     lambda t: "\n".join(t.splitlines()[:-1]),       # a row short
     lambda t: t.replace(" 60:", " 61:", 1),         # wider than registered
