@@ -603,8 +603,8 @@ def gate(baseline_path: str | Path, *, margin: float = 0.005, alpha: float = 0.0
          log=lambda line: print(line, file=sys.stderr)) -> dict[str, Any]:
     """Replay a baseline's cells here, compare, and write summary.md, junit.xml and gate.json to
     ``out`` (default reports/gate-<suite>)."""
-    if not margin > 0:
-        raise AuditError(f"--margin must be positive, not {margin}")
+    if not 0 < margin < 1:  # NaN fails too
+        raise AuditError(f"--margin must be between 0 and 1 (an AUBC difference), not {margin}")
     if not 0 < alpha < 0.5:
         raise AuditError(f"--alpha must be in (0, 0.5), not {alpha}")
     baseline = load_baseline(baseline_path)

@@ -162,8 +162,8 @@ def plan_replay(request: ReproduceRequest, log=lambda line: None) -> ReplayPlan:
         raise AuditError(f"--jobs must be a positive number, not {request.jobs}")
     if request.batch_size is not None and request.batch_size < 1:
         raise AuditError(f"--batch-size must be a positive number, not {request.batch_size}")
-    if request.trial_timeout is not None and request.trial_timeout <= 0:
-        raise AuditError(f"--trial-timeout must be positive, not {request.trial_timeout}")
+    if request.trial_timeout is not None and not 0 < request.trial_timeout < math.inf:  # NaN fails too
+        raise AuditError(f"--trial-timeout must be a positive finite number, not {request.trial_timeout}")
     protocol = request.protocol if isinstance(request.protocol, Protocol) else load_protocol(request.protocol)
     if request.batch_size:
         protocol = dataclasses.replace(protocol, batch_size=request.batch_size)
