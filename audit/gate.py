@@ -156,6 +156,8 @@ def _check_binding(sid: str, binding: Any, where: str) -> StrategySpec:
         raise AuditError(f"{where}: binding '{sid}': 'params' must be a table")
     try:
         spec = binding_spec(sid, binding)
+        if isinstance(spec.query_model, ModelSpec):
+            spec.query_model.validate()  # built and checked as a --models spec is, before any trial
     except (AuditError, TypeError, KeyError) as exc:
         raise AuditError(f"{where}: binding '{sid}': query_model: {exc}") from None
     cls = adapters.strategy_class(spec.implementation)  # unknown implementation: the registry's message
