@@ -3,13 +3,92 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import sys
-from typing import Sequence
+from importlib import metadata
+from typing import Callable, Sequence
 
+from audit import __version__
 from audit.errors import AuditError
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors in the one-line form of every other bad input."""
+
+    def error(self, message: str):
+        self.exit(EXIT_ERROR, f"audit: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _integer(minimum: int) -> Callable[[str], int]:
+    """An option type: an integer of at least ``minimum``, checked when the command line is read."""
+    wanted = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {wanted}, not {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {wanted}, not {text!r}")
+        return value
+
+    return parse
+
+
+def _number(low: float, high: float, what: str) -> Callable[[str], float]:
+    """An option type: a finite number in the open interval (low, high); NaN and infinities
+    never pass, so no such value reaches a trial or the store."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}") from None
+        if not (math.isfinite(value) and low < value < high):
+            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}")
+        return value
+
+    return parse
+
+
+_COUNT = _integer(1)  # trials, jobs, workers, batch size, samples
+_SECONDS = _number(0.0, math.inf, "a positive finite number of seconds")
+DASK_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+_ADDRESS = re.compile(r"(?:(?P<scheme>[a-z]+)://)?(?P<host>[A-Za-z0-9_.\-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>\d{1,5})")
+
+
+def _scheduler_address(text: str) -> str:
+    """An option type: a Dask scheduler address, [SCHEME://]HOST:PORT, checked before any connection."""
+    match = _ADDRESS.fullmatch(text)
+    if not match or match["scheme"] not in (None, *DASK_SCHEMES) or not 0 < int(match["port"]) < 65536:
+        raise argparse.ArgumentTypeError(f"must be a Dask scheduler address [SCHEME://]HOST:PORT such as "
+                                         f"tcp://127.0.0.1:8786 (SCHEME one of {', '.join(DASK_SCHEMES)}), "
+                                         f"not {text!r}")
+    return text
+
+
+VERSIONED = ("libact", "alipy", "scikit-activeml", "scikit-learn")  # the AL libraries and their models
+
+
+class _Version(argparse.Action):
+    """`audit --version`: this tool's version and the installed libraries', read from their
+    package metadata (importing them would take seconds)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        def version(name: str) -> str:
+            try:
+                return metadata.version(name)
+            except metadata.PackageNotFoundError:
+                return "absent"
+
+        print(f"al-audit {__version__} ({', '.join(f'{n} {version(n)}' for n in VERSIONED)})")
+        parser.exit()
 
 
 def _csv(text: str) -> list[str]:
@@ -176,8 +255,8 @@ def _compat(args: argparse.Namespace) -> int:
 
 def _replay_options(sp: argparse.ArgumentParser, out_help: str) -> None:
     """The options every replaying command shares."""
-    sp.add_argument("--trials", type=int, help="number of trials (default: the protocol's)")
-    sp.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
+    sp.add_argument("--trials", type=_COUNT, help="number of trials (default: the protocol's)")
+    sp.add_argument("--jobs", type=_COUNT, default=1, help="parallel worker processes (default 1)")
     sp.add_argument("--data-dir", help="directory of the LIBSVM files")
     sp.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
     sp.add_argument("--out", help=out_help)
@@ -185,18 +264,19 @@ def _replay_options(sp: argparse.ArgumentParser, out_help: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="audit", description="Replay published active-learning protocols "
+    parser = _Parser(prog="audit", description="Replay published active-learning protocols "
                                      "through the real libraries and audit the published numbers.")
+    parser.add_argument("--version", action=_Version, help="print the versions of al-audit and the AL libraries")
     sub = parser.add_subparsers(dest="command", required=True)
 
     rep = sub.add_parser("reproduce", help="replay a protocol on one data set and compare with the paper")
     rep.add_argument("protocol", help="protocol name (see `audit protocols`) or a protocol .toml file")
     rep.add_argument("--dataset", required=True, help="data set name (see `audit datasets`)")
     rep.add_argument("--strategies", help="comma-separated strategy ids (default: all available in the protocol)")
-    rep.add_argument("--trials", type=int, help="number of trials (default: the protocol's, 100 or 10 by size)")
-    rep.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
-    rep.add_argument("--batch-size", type=int, help="override the protocol's batch size (zhan2021 used 1, 2, 5, 10)")
-    rep.add_argument("--trial-timeout", type=float, help="seconds per trial before it is recorded as TLE "
+    rep.add_argument("--trials", type=_COUNT, help="number of trials (default: the protocol's, 100 or 10 by size)")
+    rep.add_argument("--jobs", type=_COUNT, default=1, help="parallel worker processes (default 1)")
+    rep.add_argument("--batch-size", type=_COUNT, help="override the protocol's batch size (zhan2021 used 1, 2, 5, 10)")
+    rep.add_argument("--trial-timeout", type=_SECONDS, help="seconds per trial before it is recorded as TLE "
                      "(default: no limit)")
     rep.add_argument("--data-dir", help="directory of the LIBSVM files (default: $AL_AUDIT_DATA_DIR, "
                      "then ../shared/datasets, then the user cache)")
@@ -217,8 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     cc = sub.add_parser("crosscheck", help="the same strategy through every library that offers it")
     cc.add_argument("--dataset", required=True, help="data set name")
-    cc.add_argument("--trials", type=int, default=5, help="trials per implementation (default %(default)s)")
-    cc.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
+    cc.add_argument("--trials", type=_COUNT, default=5, help="trials per implementation (default %(default)s)")
+    cc.add_argument("--jobs", type=_COUNT, default=1, help="parallel worker processes (default 1)")
     cc.add_argument("--data-dir", help="directory of the LIBSVM files")
     cc.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
     cc.add_argument("--out", help="report directory (default reports/crosscheck-<dataset>)")
@@ -234,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--protocol", required=True, help="protocol name or .toml file")
         if name == "runs-needed":
             sp.add_argument("--dataset", required=True, help="data set name")
-            sp.add_argument("--samples", type=int, default=1000, help="subsets per k (default %(default)s)")
+            sp.add_argument("--samples", type=_COUNT, default=1000, help="subsets per k (default %(default)s)")
         else:
             sp.add_argument("--datasets", required=True, help="comma-separated data set names")
         sp.add_argument("--strategies", help="comma-separated strategy ids (default: every query strategy "
@@ -260,20 +340,20 @@ def build_parser() -> argparse.ArgumentParser:
     bl.add_argument("action", choices=["create"], help="create: replay the suite and write the baseline file")
     bl.add_argument("--suite", required=True, help="a shipped suite (smoke, standard) or a suite .toml/.yaml file")
     bl.add_argument("--out", help="baseline file (default reference_results/baselines/<suite>.json)")
-    bl.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
+    bl.add_argument("--jobs", type=_COUNT, default=1, help="parallel worker processes (default 1)")
     bl.add_argument("--data-dir", help="directory of the LIBSVM files")
     bl.add_argument("--no-progress", action="store_true", help="no progress bar")
     bl.set_defaults(func=_baseline)
 
     gt = sub.add_parser("gate", help="replay a baseline here: identical, equivalent, drift or inconclusive per cell")
     gt.add_argument("--baseline", required=True, help="baseline file written by `audit baseline create`")
-    gt.add_argument("--margin", type=float, default=0.005, help="equivalence margin on AUBC (default %(default)s)")
-    gt.add_argument("--alpha", type=float, default=0.05, help="level of the equivalence and difference tests "
+    gt.add_argument("--margin", type=_number(0.0, 1.0, "a number between 0 and 1 (an AUBC difference)"), default=0.005, help="equivalence margin on AUBC (default %(default)s)")
+    gt.add_argument("--alpha", type=_number(0.0, 0.5, "a level between 0 and 0.5"), default=0.05, help="level of the equivalence and difference tests "
                     "(default %(default)s)")
     gt.add_argument("--strict", action="store_true", help="exit 2 when a cell is inconclusive")
     gt.add_argument("--protocol", help="replay under this protocol (name or .toml file) instead of the baseline's "
                     "recorded spec, e.g. one with a changed default; the suite's strategies and bindings are kept")
-    gt.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
+    gt.add_argument("--jobs", type=_COUNT, default=1, help="parallel worker processes (default 1)")
     gt.add_argument("--data-dir", help="directory of the LIBSVM files")
     gt.add_argument("--out", help="report directory for summary.md, junit.xml, gate.json (default reports/gate-<suite>)")
     gt.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -305,14 +385,14 @@ def build_parser() -> argparse.ArgumentParser:
     ru.add_argument("--protocol", required=True, help="protocol name or .toml file")
     ru.add_argument("--datasets", help="comma-separated data sets (default: every one the protocol covers)")
     ru.add_argument("--strategies", help="comma-separated strategy ids (default: all available)")
-    ru.add_argument("--trials", type=int, help="trials per cell (default: the protocol's, 100 or 10 by size)")
+    ru.add_argument("--trials", type=_COUNT, help="trials per cell (default: the protocol's, 100 or 10 by size)")
     ru.add_argument("--executor", choices=["local", "dask"], default="local",
                     help="local process pool (default) or dask.distributed")
-    ru.add_argument("--scheduler", help="Dask scheduler address (default with --executor dask: a LocalCluster)")
-    ru.add_argument("--workers", type=int, default=1, help="local processes or LocalCluster workers (default 1)")
-    ru.add_argument("--retries", type=int, default=2, help="extra attempts of a trial whose worker died or "
+    ru.add_argument("--scheduler", type=_scheduler_address, help="Dask scheduler address (default with --executor dask: a LocalCluster)")
+    ru.add_argument("--workers", type=_COUNT, default=1, help="local processes or LocalCluster workers (default 1)")
+    ru.add_argument("--retries", type=_integer(0), default=2, help="extra attempts of a trial whose worker died or "
                     "that raised outside the strategy (default %(default)s)")
-    ru.add_argument("--max-trial-seconds", type=float, help="seconds per trial before it is recorded as TLE")
+    ru.add_argument("--max-trial-seconds", type=_SECONDS, help="seconds per trial before it is recorded as TLE")
     ru.add_argument("--data-dir", help="directory of the LIBSVM files")
     ru.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
     ru.add_argument("--retry-errors", action="store_true", help="rerun trials stored as errors")

@@ -5,6 +5,10 @@ lu2023 Table 9: is the published mean inside the reproduced t-interval (df = n -
 Inside the 95% interval: consistent; outside it but inside the 99% one: discrepant at
 5%; outside both: discrepant at 1%. When the reference also has SD and n, a Welch test
 is reported beside it.
+
+A consistent verdict is only as strong as the interval it rests on: it is flagged **low
+power** when the smallest difference the cell could detect (two-sided t-test at 5%, with
+80% power) exceeds LOW_POWER_TOLERANCE.
 """
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ DISCREPANT_5 = "discrepant at 5%"
 DISCREPANT_1 = "discrepant at 1%"
 NO_REFERENCE = "no reference"
 TOO_FEW = "too few trials"
+LOW_POWER_TOLERANCE = 0.02  # AUBC (fraction): a consistent cell unable to detect this difference says little
+POWER = 0.8  # of the detectable difference behind the low-power flag
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,22 @@ def verdict(summary: CellSummary, published_mean: float | None) -> str:
     if inside(summary.ci95):
         return CONSISTENT
     return DISCREPANT_5 if inside(summary.ci99) else DISCREPANT_1
+
+
+def detectable_difference(summary: CellSummary, power: float = POWER) -> float:
+    """The smallest |published - reproduced mean| the cell's two-sided t-test at 5% detects
+    with probability ``power``: (t[0.975, n-1] + t[power, n-1]) * sem, the sem read off the
+    cell's own 95% interval. NaN below two trials."""
+    if summary.n < 2:
+        return math.nan
+    df = summary.n - 1
+    sem = (summary.ci95[1] - summary.ci95[0]) / (2 * stats.t.ppf(0.975, df))
+    return float((stats.t.ppf(0.975, df) + stats.t.ppf(power, df)) * sem)
+
+
+def low_power(summary: CellSummary, verdict_text: str) -> bool:
+    """A consistent verdict resting on an interval too wide to detect a LOW_POWER_TOLERANCE difference."""
+    return verdict_text == CONSISTENT and detectable_difference(summary) > LOW_POWER_TOLERANCE
 
 
 @dataclass(frozen=True)

@@ -156,6 +156,8 @@ def _check_binding(sid: str, binding: Any, where: str) -> StrategySpec:
         raise AuditError(f"{where}: binding '{sid}': 'params' must be a table")
     try:
         spec = binding_spec(sid, binding)
+        if isinstance(spec.query_model, ModelSpec):
+            spec.query_model.validate()  # built and checked as a --models spec is, before any trial
     except (AuditError, TypeError, KeyError) as exc:
         raise AuditError(f"{where}: binding '{sid}': query_model: {exc}") from None
     cls = adapters.strategy_class(spec.implementation)  # unknown implementation: the registry's message
@@ -603,8 +605,8 @@ def gate(baseline_path: str | Path, *, margin: float = 0.005, alpha: float = 0.0
          log=lambda line: print(line, file=sys.stderr)) -> dict[str, Any]:
     """Replay a baseline's cells here, compare, and write summary.md, junit.xml and gate.json to
     ``out`` (default reports/gate-<suite>)."""
-    if not margin > 0:
-        raise AuditError(f"--margin must be positive, not {margin}")
+    if not 0 < margin < 1:  # NaN fails too
+        raise AuditError(f"--margin must be between 0 and 1 (an AUBC difference), not {margin}")
     if not 0 < alpha < 0.5:
         raise AuditError(f"--alpha must be in (0, 0.5), not {alpha}")
     baseline = load_baseline(baseline_path)

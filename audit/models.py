@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-from sklearn.base import ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin
 
 from audit.errors import AuditError
 
@@ -90,14 +90,23 @@ SKLEARN_PREFIX = "sklearn."  # a model named by its class path, e.g. sklearn.nai
 
 
 def sklearn_classifier(path: str) -> type:
-    """The scikit-learn classifier class at ``path`` (``sklearn.module.Class``), checked."""
+    """The scikit-learn classifier class at ``path`` (``sklearn.module.Class``), checked: a
+    concrete estimator with fit and predict from scikit-learn's public modules. Test and
+    private modules are refused before they are imported (their classes are fixtures whose
+    every trial would fail, and importing them runs test code)."""
     module, _, name = path.rpartition(".")
+    if any(part.startswith(("_", "test")) for part in path.split(".")[1:]):  # tests, test_x, _private
+        raise AuditError(f"model '{path}' is in a scikit-learn test or private module; name a public "
+                         "classifier such as sklearn.naive_bayes.GaussianNB")
     try:
         cls = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError):
         raise AuditError(f"unknown model '{path}': scikit-learn has no such class") from None
-    if not (isinstance(cls, type) and issubclass(cls, ClassifierMixin)):
-        raise AuditError(f"model '{path}' is not a scikit-learn classifier")
+    if not (isinstance(cls, type) and issubclass(cls, ClassifierMixin) and issubclass(cls, BaseEstimator)
+            and not inspect.isabstract(cls) and callable(getattr(cls, "fit", None))
+            and callable(getattr(cls, "predict", None))):
+        raise AuditError(f"model '{path}' is not a scikit-learn classifier (a concrete estimator with fit "
+                         "and predict)")
     return cls
 
 
@@ -166,12 +175,17 @@ class ModelSpec:
 
 
 _SPEC_TEXT = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*(?:\((.*)\))?\s*", re.S)
+MAX_SPEC_LENGTH = 500  # characters of one model spec; it bounds the nesting Python's parser recurses on
 
 
 def parse_model(text: str) -> ModelSpec:
     """A model spec from the command line: ``NAME`` or ``NAME(param=value, ...)``, NAME a
     builder name (``knn``) or a scikit-learn class path (``sklearn.tree.DecisionTreeClassifier``),
-    values Python literals. The spec is validated (see :meth:`ModelSpec.validate`)."""
+    values Python literals. The spec is validated (see :meth:`ModelSpec.validate`). Its
+    length is bounded before it is parsed, so no spec exhausts the parser's recursion or memory."""
+    if len(text) > MAX_SPEC_LENGTH:
+        raise AuditError(f"model spec '{text[:40]}...' has {len(text)} characters; a spec may have at most "
+                         f"{MAX_SPEC_LENGTH}")
     match = _SPEC_TEXT.fullmatch(text)
     if not match:
         raise AuditError(f"cannot read model spec '{text}': write NAME or NAME(param=value, ...)")

@@ -18,6 +18,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from audit.compare import LOW_POWER_TOLERANCE, POWER
+
 CURVES_PNG = "learning_curve.png"
 FOREST_PNG = "forest_plot.png"
 
@@ -65,7 +67,10 @@ ORACLE_MARK = " (oracle)"
 ORACLE_NOTE = "(oracle): uses the test labels to choose its queries; a reference bound, not a query strategy"
 TABLE_HEADER = ("strategy", "library", "n", "mean", "sd", "95% CI", "99% CI", "published", "verdict")
 VERDICT_RULE = ("Verdict: the published mean inside the reproduced 95% t-interval (df = n-1) is consistent; "
-                "outside it but inside the 99% one, discrepant at 5%; outside both, discrepant at 1%.")
+                "outside it but inside the 99% one, discrepant at 5%; outside both, discrepant at 1%. "
+                f"Consistent (low power): the cell could not detect a difference of {LOW_POWER_TOLERANCE:g} AUBC "
+                f"({100 * LOW_POWER_TOLERANCE:g} on the percent scale) with {POWER:.0%} power (two-sided t-test at 5%).")
+LOW_POWER_MARK = " (low power)"
 
 
 def table_row(cell: dict[str, Any], scale: str) -> tuple[str, ...]:
@@ -78,7 +83,7 @@ def table_row(cell: dict[str, Any], scale: str) -> tuple[str, ...]:
     errors = f" ({', '.join(failed)})" if failed else ""
     return (name, cell["library"], f"{cell['n_trials']}{errors}", _pct(scale, cell["mean"]), _pct(scale, cell["sd"]),
             _interval(scale, cell["ci95"]), _interval(scale, cell["ci99"]), _pct(scale, cell["published_mean"]),
-            cell["verdict"])
+            cell["verdict"] + LOW_POWER_MARK * bool(cell.get("low_power")))
 
 
 def table_notes(report: dict[str, Any]) -> list[str]:
@@ -146,9 +151,11 @@ def _diagnosis(report: dict[str, Any]) -> Section:
         return Section("Diagnosis", ())
     items = tuple(Item(f"{c['strategy']}: {c['diagnosis']['summary']}",
                        tuple(hypothesis_line(h) for h in c["diagnosis"]["hypotheses"]),
-                       "explained" if c["diagnosis"]["explained_by"] else "unexplained") for c in diagnosed)
+                       c["diagnosis"]["status"].replace(" ", "-")) for c in diagnosed)
+    replayed = any(c["diagnosis"]["hypotheses"] for c in diagnosed)
     intro = (f"Each discrepant cell replayed with one knob of {diagnosed[0]['diagnosis']['released']} (the released "
-             "code) at a time, and with pairs of knobs when no single one brings the published value inside:")
+             "code) at a time, and with pairs of knobs when no single one brings the published value inside:"
+             if replayed else "")
     return Section("Diagnosis", items, intro)
 
 

@@ -15,8 +15,9 @@ import numpy as np
 
 import adapters
 from audit import oracles
-from audit.compare import summarise, verdict, welch
+from audit.compare import detectable_difference, low_power, summarise, verdict, welch
 from audit.datasets import Dataset, label_runs, load_dataset
+from audit.diagnose.counterfactual import diagnose_cell, is_discrepant, not_diagnosed
 from audit.diagnose.detectors import lint
 from audit.errors import AuditError
 from audit.metrics import get_variant
@@ -101,6 +102,7 @@ def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialRe
     ref = pick_reference(protocol, dataset, strategy)
     published = ref.mean_fraction if ref else None
     query_model = protocol.query_model_for(spec)
+    verdict_text = verdict(summary, published) if ok else "no successful trials"
     cell: dict[str, Any] = {
         "strategy": strategy, "status": "ok", "implementation": spec.implementation,
         "library": cls.library_version(), "params": spec.params,
@@ -115,7 +117,8 @@ def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialRe
         "mean": _nan_to_none(summary.mean), "sd": _nan_to_none(summary.sd),
         "ci95": [_nan_to_none(v) for v in summary.ci95], "ci99": [_nan_to_none(v) for v in summary.ci99],
         "published_mean": published,
-        "verdict": verdict(summary, published) if ok else "no successful trials",
+        "verdict": verdict_text, "low_power": low_power(summary, verdict_text),
+        "detectable_difference": _nan_to_none(detectable_difference(summary)),
         "reference": None, "welch": None,
         "warnings": sorted({w for r in results for w in r.warnings}),
     }
@@ -162,8 +165,8 @@ def plan_replay(request: ReproduceRequest, log=lambda line: None) -> ReplayPlan:
         raise AuditError(f"--jobs must be a positive number, not {request.jobs}")
     if request.batch_size is not None and request.batch_size < 1:
         raise AuditError(f"--batch-size must be a positive number, not {request.batch_size}")
-    if request.trial_timeout is not None and request.trial_timeout <= 0:
-        raise AuditError(f"--trial-timeout must be positive, not {request.trial_timeout}")
+    if request.trial_timeout is not None and not 0 < request.trial_timeout < math.inf:  # NaN fails too
+        raise AuditError(f"--trial-timeout must be a positive finite number, not {request.trial_timeout}")
     protocol = request.protocol if isinstance(request.protocol, Protocol) else load_protocol(request.protocol)
     if request.batch_size:
         protocol = dataclasses.replace(protocol, batch_size=request.batch_size)
@@ -241,12 +244,11 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
             curve = _curves(results)
             if curve is not None:
                 curves[sid] = curve
-        if protocol.released and not request.no_diagnose:  # counterfactual replays of discrepant cells
-            from audit.diagnose.counterfactual import diagnose_cell, is_discrepant
-
-            for cell in cells:
-                if is_discrepant(cell):
-                    cell["diagnosis"] = diagnose_cell(protocol, name, cell, request, store, log)
+        for cell in filter(is_discrepant, cells):  # counterfactual replays, or why there are none
+            if request.no_diagnose:
+                cell["diagnosis"] = not_diagnosed(protocol, "diagnosis not run (--no-diagnose)", "not run")
+            elif protocol.released:
+                cell["diagnosis"] = diagnose_cell(protocol, name, cell, request, store, log)
         for sid, reason in plan.unavailable.items():
             ref = pick_reference(protocol, name, sid)
             implementation = protocol.strategy(sid).implementation

@@ -100,8 +100,8 @@ def _validate(request: RunRequest) -> None:
         raise AuditError(f"--workers must be a positive number, not {request.workers}")
     if request.retries < 0:
         raise AuditError(f"--retries must be 0 or more, not {request.retries}")
-    if request.max_trial_seconds is not None and request.max_trial_seconds <= 0:
-        raise AuditError(f"--max-trial-seconds must be positive, not {request.max_trial_seconds}")
+    if request.max_trial_seconds is not None and not 0 < request.max_trial_seconds < math.inf:  # NaN fails too
+        raise AuditError(f"--max-trial-seconds must be a positive finite number, not {request.max_trial_seconds}")
     if request.executor not in EXECUTORS:
         raise AuditError(f"unknown executor '{request.executor}'; known: {', '.join(EXECUTORS)}")
     if request.scheduler and request.executor != "dask":

@@ -16,7 +16,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run(capsys, *argv):
-    code = main(list(argv))
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # an option's type refused its value while the command line was read
+        code = exc.code
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -44,8 +47,8 @@ def reproduce_args(tmp_path, outdir, *extra):
     (("nope", "--dataset", "sonar"), ("unknown protocol 'nope'", "lu2023", "zhan2021")),
     (("lu2023", "--dataset", "sonr"), ("unknown data set 'sonr'", "sonar", "heart")),
     (("lu2023", "--dataset", "sonar", "--strategies", "uniform,magic"), ("no strategy 'magic'", "us-c")),
-    (("lu2023", "--dataset", "sonar", "--trials", "0"), ("--trials must be a positive number",)),
-    (("lu2023", "--dataset", "sonar", "--trials", "-2"), ("--trials must be a positive number",)),
+    (("lu2023", "--dataset", "sonar", "--trials", "0"), ("argument --trials: must be a positive integer",)),
+    (("lu2023", "--dataset", "sonar", "--trials", "-2"), ("argument --trials: must be a positive integer",)),
     (("lu2023", "--dataset", "iris"), ("covers binary data sets", "multiclass")),
 ])
 def test_bad_arguments(capsys, tmp_path, outdir, argv, fragments):
@@ -202,7 +205,7 @@ def test_batch_size_override_changes_the_protocol_and_the_reference(capsys, tmp_
     assert report["strategies"][0]["published_mean"] == pytest.approx(0.59)
     code, _, err = run(capsys, *reproduce_args(tmp_path, outdir, "zhan2021", "--dataset", "sonar",
                                                "--batch-size", "0"))
-    assert_one_line_error(code, err, "--batch-size must be a positive number")
+    assert_one_line_error(code, err, "argument --batch-size: must be a positive integer")
 
 
 def test_strategies_command_prints_the_capability_matrix(capsys):

@@ -11,7 +11,7 @@ from audit.cli import main
 from audit.datasets import DataError, load_dataset
 from audit.diagnose import detectors as d
 from audit.compare import summarise
-from audit.diagnose.counterfactual import HYPOTHESES, combine, derived_protocols, diagnose_cell
+from audit.diagnose.counterfactual import HYPOTHESES, MIN_DIAGNOSIS_TRIALS, combine, derived_protocols, diagnose_cell
 from audit.protocols import load_protocol
 from audit.reproduce import ReproduceRequest
 from audit.runner import run_trial
@@ -143,21 +143,23 @@ def test_hypotheses_flip_one_relevant_knob_each(zhan, released):
 def test_diagnose_cell_replays_singles_then_pairs(zhan, tmp_path):
     _data("sonar")
     small = dataclasses.replace(zhan, budget_size=10)
-    request = ReproduceRequest(protocol=small, dataset="sonar", trials=3, store=tmp_path / "s.sqlite")
+    trials = MIN_DIAGNOSIS_TRIALS
+    request = ReproduceRequest(protocol=small, dataset="sonar", trials=trials, store=tmp_path / "s.sqlite")
     store = ResultStore(request.store)
+    cell = {"strategy": "uniform", "n_trials": trials}
     try:
-        nowhere = diagnose_cell(small, "sonar", {"strategy": "uniform", "published_mean": -1.0}, request, store)
+        nowhere = diagnose_cell(small, "sonar", {**cell, "published_mean": -1.0}, request, store)
         singles = [h for h in nowhere["hypotheses"] if "+" not in h["hypothesis"]]
         pool = next(h for h in singles if h["hypothesis"] == "pool-order")
-        inside = diagnose_cell(small, "sonar", {"strategy": "uniform", "published_mean": pool["mean"]}, request, store)
+        inside = diagnose_cell(small, "sonar", {**cell, "published_mean": pool["mean"]}, request, store)
     finally:
         store.close()
-    assert pool["n"] == 3 and pool["protocol"] == "zhan2021~pool-order"
+    assert pool["n"] == trials and pool["protocol"] == "zhan2021~pool-order"
     # no single flip explains -1: every pair of the relevant flips is replayed too
     pairs = {h["hypothesis"]: h for h in nowhere["hypotheses"] if "+" in h["hypothesis"]}
     assert len(pairs) == len(singles) * (len(singles) - 1) // 2 and nowhere["summary"].startswith("unexplained; closest:")
     both = pairs["pool-order+split"]
-    assert both["label"] == "unshuffled pool + released split draws" and both["n"] == 3
+    assert both["label"] == "unshuffled pool + released split draws" and both["n"] == trials
     assert both["mean"] != pool["mean"]  # the released draws put other rows in the pool
     # a single flip explains the pool-order mean: no pairs, and the line names it
     assert "pool-order" in inside["explained_by"] and all("+" not in h["hypothesis"] for h in inside["hypotheses"])
@@ -170,7 +172,7 @@ def test_diagnose_cell_replays_singles_then_pairs(zhan, tmp_path):
     released = load_protocol(small.released)
     keyed = {h.key: h for h in HYPOTHESES}
     sonar = load_dataset("sonar")
-    seeds, _ = plan_seeds(small, sonar.y, 3)
+    seeds, _ = plan_seeds(small, sonar.y, trials)
     for hypothesis in (keyed["aubc-variant"], combine(keyed["pool-order"], keyed["aubc-variant"])):
         derived = hypothesis.flip(small, released, "uniform")
         assert derived.aubc_variant != small.aubc_variant

@@ -3,7 +3,11 @@ protocol toward its released-code protocol and see which flip brings the publish
 inside the reproduced 95% interval. When no single flip does, every pair of the relevant
 flips is replayed too (knobs of the released code act together: a file-order pool makes
 the mean depend on which rows the split draws put in the pool). A flip of the AUBC variant
-alone changes no query: it re-summarises the learning curves already stored instead."""
+alone changes no query: it re-summarises the learning curves already stored instead.
+
+A cell with fewer than MIN_DIAGNOSIS_TRIALS successful trials is not replayed: with so few,
+the replays' intervals are wide enough to cover almost any value (at 2 trials, wider than
+[0, 1]), and "explained by" would claim what the data cannot show."""
 from __future__ import annotations
 
 import itertools
@@ -15,6 +19,8 @@ from audit.compare import summarise
 from audit.metrics import get_variant
 from audit.protocols import Protocol, load_protocol
 from audit.store import ResultStore
+
+MIN_DIAGNOSIS_TRIALS = 10  # successful trials a discrepant cell needs before a replay may explain it
 
 
 @dataclass(frozen=True)
@@ -131,8 +137,15 @@ def _replay(audited: Protocol, derived: Protocol, hypothesis: Hypothesis, datase
 def diagnose_cell(audited: Protocol, dataset: str, cell: dict[str, Any], request: Any, store: ResultStore,
                   log=lambda line: None) -> dict[str, Any]:
     """Replay the cell under every relevant single flip, then (if none explains it) every
-    pair of them; say which bring the published value inside the 95% interval."""
+    pair of them; say which bring the published value inside the 95% interval. An
+    underpowered cell (fewer than MIN_DIAGNOSIS_TRIALS successful trials) is not replayed."""
     published, sid = cell["published_mean"], cell["strategy"]
+    if cell["n_trials"] < MIN_DIAGNOSIS_TRIALS:
+        summary_line = (f"underpowered: {cell['n_trials']} successful trials, and a diagnosis needs at least "
+                        f"{MIN_DIAGNOSIS_TRIALS} (--trials {MIN_DIAGNOSIS_TRIALS} or more); no replay run, "
+                        "no explanation claimed")
+        log(f"diagnosis {sid} on {dataset}: {summary_line}")
+        return not_diagnosed(audited, summary_line, "underpowered")
     released = load_protocol(audited.released)
     singles = derived_protocols(audited, released, sid)
     rows = [_replay(audited, derived, h, dataset, sid, published, request, store) for h, derived in singles]
@@ -148,8 +161,15 @@ def diagnose_cell(audited: Protocol, dataset: str, cell: dict[str, Any], request
     else:
         summary_line = "unexplained; no knob of the released protocol changes this cell"
     log(f"diagnosis {sid} on {dataset}: {summary_line}")
-    return {"released": audited.released, "explained_by": [r["hypothesis"] for r in explained],
-            "summary": summary_line, "hypotheses": rows}
+    return {"released": audited.released, "status": "explained" if explained else "unexplained",
+            "explained_by": [r["hypothesis"] for r in explained], "summary": summary_line, "hypotheses": rows}
+
+
+def not_diagnosed(audited: Protocol, summary_line: str, status: str) -> dict[str, Any]:
+    """The diagnosis of a discrepant cell that was not replayed, saying why (``status``:
+    "underpowered", "not run")."""
+    return {"released": audited.released, "status": status, "explained_by": [], "summary": summary_line,
+            "hypotheses": []}
 
 
 def _describe(row: dict[str, Any], published: float) -> str:
