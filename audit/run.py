@@ -20,7 +20,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import IO, Iterator, Sequence
 
 from audit.errors import AuditError
 from audit.executors import DEFAULT_RETRIES, EXECUTORS, Executor, make_executor
@@ -134,6 +134,16 @@ def plan_run(request: RunRequest, store: ResultStore, log=lambda line: None) -> 
     return RunPlan(plans[0].protocol.name, cells, tasks, reused)
 
 
+def _lock_file(store_path: Path) -> IO[str]:
+    """The store's lock file, opened for flock (created when missing)."""
+    lock_path = Path(f"{store_path}.lock")
+    try:
+        return open(lock_path, "a+")
+    except OSError as exc:
+        raise AuditError(f"cannot open {lock_path}, the lock file of results store {store_path}: "
+                         f"{exc.strerror}") from None
+
+
 @contextmanager
 def driver_lock(store_path: Path) -> Iterator[None]:
     """Hold the store's driver lock, or refuse: one `audit run` per store at a time.
@@ -141,8 +151,7 @@ def driver_lock(store_path: Path) -> Iterator[None]:
     flock is released by the kernel when its holder dies, so a killed driver never
     blocks the rerun that resumes it.
     """
-    lock_path = Path(f"{store_path}.lock")
-    with open(lock_path, "a+") as lock_file:
+    with _lock_file(store_path) as lock_file:
         try:
             fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -166,7 +175,7 @@ def driver_running(store_path: Path) -> bool:
     lock_path = Path(f"{store_path}.lock")
     if not lock_path.exists():
         return False
-    with open(lock_path, "a+") as lock_file:
+    with _lock_file(store_path) as lock_file:
         try:
             fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

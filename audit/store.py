@@ -5,19 +5,27 @@ fingerprint covers the protocol spec, the code a trial runs (see :func:`replay_s
 and every library version: a result is reused only when all of them are the same. A trial and its rounds are written
 in one transaction, so a run killed at any moment leaves each trial either complete or
 absent, and the UNIQUE key makes a finished trial impossible to store twice.
+
+A file is checked before SQLite writes to it: al-audit writes only to an undamaged store
+of its own whose schema version (``PRAGMA user_version``) it knows. Anything else (another
+program's database, a damaged or older store, a file that is not SQLite, a directory) is
+left byte for byte as it is, with one line saying why; so is every later SQLite error.
 """
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
+import os
 import platform
 import sqlite3
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from audit.errors import AuditError
 from audit.protocols import Protocol
@@ -27,11 +35,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_STORE = Path(".audit-store.sqlite")
 TRACKED_PACKAGES = ("numpy", "scipy", "scikit-learn", "libact", "alipy", "scikit-activeml")
 
-SCHEMA = """
+# PRAGMA user_version of the stores this code writes. 0 is a store written before versioning:
+# one whose tables match SCHEMA has this layout and gets the number on open, nothing else does.
+SCHEMA_VERSION = 1
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS fingerprints (
     fingerprint TEXT PRIMARY KEY,
     details TEXT NOT NULL
-);
+)""",
+    """
 CREATE TABLE IF NOT EXISTS trials (
     id INTEGER PRIMARY KEY,
     protocol TEXT NOT NULL,
@@ -48,7 +61,8 @@ CREATE TABLE IF NOT EXISTS trials (
     seconds REAL NOT NULL,
     finished_at TEXT NOT NULL,
     UNIQUE (protocol, dataset, strategy, trial_seed, fingerprint)
-);
+)""",
+    """
 CREATE TABLE IF NOT EXISTS rounds (
     trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
     round INTEGER NOT NULL,
@@ -57,7 +71,8 @@ CREATE TABLE IF NOT EXISTS rounds (
     accuracy REAL, f1 REAL, roc_auc REAL,
     fit_seconds REAL, query_seconds REAL,
     PRIMARY KEY (trial_id, round)
-) WITHOUT ROWID;
+) WITHOUT ROWID""",
+    """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
     pid INTEGER NOT NULL,
@@ -69,8 +84,8 @@ CREATE TABLE IF NOT EXISTS runs (
     plan TEXT NOT NULL,
     started_at TEXT NOT NULL,
     updated_at TEXT NOT NULL
-);
-"""
+)""",
+)
 
 
 def _now() -> str:
@@ -152,23 +167,134 @@ def fingerprint_of(details: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(details, sort_keys=True).encode()).hexdigest()[:16]
 
 
+LEFT_AS_IS = "al-audit left it as it is; give another --store"
+KEPT = "; every trial stored so far is kept, and a rerun resumes"  # after a failed write
+
+
+@lru_cache(maxsize=1)
+def _layout() -> dict[str, list[tuple]]:
+    """{table: its PRAGMA table_info rows} for the tables SCHEMA creates, as SQLite reads them."""
+    db = sqlite3.connect(":memory:")
+    try:
+        for statement in SCHEMA:
+            db.execute(statement)
+        tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {table: db.execute(f"PRAGMA table_info({table})").fetchall() for table in tables}
+    finally:
+        db.close()
+
+
+def _check_destination(path: Path) -> None:
+    """Refuse a store path that is a directory or that this user cannot write, before SQLite
+    opens (and would create) anything; a missing directory is created."""
+    if path.is_dir():
+        raise AuditError(f"results store {path} is a directory; --store takes a file, e.g. {path / DEFAULT_STORE}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AuditError(f"cannot create the directory of results store {path}: "
+                         f"{exc.strerror} ({exc.filename})") from None
+    # SQLite writes the file and, beside it, the -wal and -shm files of WAL mode
+    for needed in (path.parent, path) if path.exists() else (path.parent,):
+        if not os.access(needed, os.W_OK):
+            raise AuditError(f"cannot write results store {path}: {needed} is not writable")
+
+
+def _inspect(db: sqlite3.Connection, path: Path) -> tuple[int, list[str]]:
+    """(schema version, tables of SCHEMA it lacks) of an opened file, read without writing to it.
+
+    Raises AuditError for a file this code must not write: not SQLite, damaged (PRAGMA
+    quick_check: about 1.5 s for 20,000 trials of 140 rounds), of a newer schema version,
+    another program's database, or holding al-audit tables of another layout.
+    """
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        damage = db.execute("PRAGMA quick_check(1)").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        if exc.sqlite_errorname == "SQLITE_NOTADB":
+            raise AuditError(f"results store {path} is not an SQLite database ({exc}); {LEFT_AS_IS}") from None
+        if not exc.sqlite_errorname.startswith("SQLITE_CORRUPT"):
+            raise
+        damage = str(exc)
+    if damage != "ok":  # quick_check's report opens with a "*** in database main ***" line
+        raise AuditError(f"results store {path} is damaged (SQLite: {damage.splitlines()[-1]}); {LEFT_AS_IS}, "
+                         "or restore a copy")
+    if version > SCHEMA_VERSION:
+        raise AuditError(f"results store {path} has schema version {version}, newer than this al-audit's "
+                         f"{SCHEMA_VERSION}; {LEFT_AS_IS}, or use the al-audit that wrote it")
+    tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'"
+                                             " AND name NOT LIKE 'sqlite_%'")]
+    layout = _layout()
+    if tables and not layout.keys() & set(tables):
+        raise AuditError(f"results store {path} is another program's SQLite database (tables {', '.join(tables)}), "
+                         f"not an al-audit store; {LEFT_AS_IS}")
+    for table in (t for t in layout if t in tables):
+        columns = db.execute(f"PRAGMA table_info({table})").fetchall()
+        if columns != layout[table]:
+            lacking = [c[1] for c in layout[table] if c[1] not in {have[1] for have in columns}]
+            what = f"lacks column {', '.join(lacking)}" if lacking else "has other columns"
+            raise AuditError(f"results store {path} has a layout this al-audit cannot use (table {table} {what}, "
+                             f"as in an older al-audit); {LEFT_AS_IS}")
+    return version, [t for t in layout if t not in tables]
+
+
+def _reported(action: str, after: str = "") -> Callable:
+    """A ResultStore method whose SQLite errors become one line naming the store and what failed."""
+    def decorate(method: Callable) -> Callable:
+        @functools.wraps(method)
+        def reported(self: "ResultStore", *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except sqlite3.Error as exc:
+                raise AuditError(f"results store {self.path}: cannot {action}: {exc}{after}") from None
+        return reported
+    return decorate
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any failure unless SQLite rolled it back
+    itself (it does on a full disk or an I/O error: a second ROLLBACK would hide the cause)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
 class ResultStore:
     """The SQLite file holding every finished trial."""
 
     def __init__(self, path: str | Path = DEFAULT_STORE):
         self.path = Path(path)
+        _check_destination(self.path)
+        self._db = self._connect()
+
+    @_reported("open it")
+    def _connect(self) -> sqlite3.Connection:
+        """A connection to the checked file; a new or pre-versioning store gets its tables and version."""
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript(SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise AuditError(f"cannot open results store {self.path}: {exc}") from None
+            version, missing = _inspect(db, self.path)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            if missing or version != SCHEMA_VERSION:
+                with _transaction(db):
+                    for statement in SCHEMA:  # IF NOT EXISTS: another process may have created them since
+                        db.execute(statement)
+                    db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def close(self) -> None:
         self._db.close()
 
+    @_reported("register a fingerprint", KEPT)
     def register(self, details: dict[str, Any]) -> str:
         fingerprint = fingerprint_of(details)
         self._db.execute(
@@ -176,6 +302,7 @@ class ResultStore:
         )
         return fingerprint
 
+    @_reported("read its trials")
     def finished_seeds(self, protocol: str, dataset: str, strategy: str, fingerprint: str) -> set[int]:
         rows = self._db.execute(
             "SELECT trial_seed FROM trials WHERE protocol=? AND dataset=? AND strategy=? AND fingerprint=?",
@@ -183,11 +310,11 @@ class ResultStore:
         )
         return {r[0] for r in rows}
 
+    @_reported("store a trial", KEPT)
     def save(self, result: TrialResult, fingerprint: str) -> bool:
         """Store one finished trial atomically; False when it was already stored."""
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with _transaction(db):
             cursor = db.execute(
                 "INSERT OR IGNORE INTO trials (protocol, dataset, strategy, trial_seed, fingerprint, status, aubc,"
                 " aubc_by_metric, query_hash, error, warnings, seconds, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -196,19 +323,15 @@ class ResultStore:
                  json.dumps(result.warnings), result.seconds, _now()),
             )
             if cursor.rowcount == 0:
-                db.execute("ROLLBACK")
                 return False
             db.executemany(
                 "INSERT INTO rounds VALUES (?,?,?,?,?,?,?,?,?)",
                 ((cursor.lastrowid, r.round, r.n_labeled, json.dumps(r.queried), r.accuracy, r.f1, r.roc_auc,
                   r.fit_seconds, r.query_seconds) for r in result.rounds),  # streamed, not copied into a list
             )
-            db.execute("COMMIT")
-            return True
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        return True
 
+    @_reported("read its trials")
     def trials(self, protocol: str, dataset: str, strategy: str, fingerprint: str,
                seeds: Iterable[int] | None = None) -> list[TrialResult]:
         """Stored trials in seed order (restricted to ``seeds`` when given), rounds included."""
@@ -233,9 +356,11 @@ class ResultStore:
                                        json.loads(warned or "[]")))
         return results
 
+    @_reported("read its trials")
     def count(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
 
+    @_reported("read its trials")
     def seconds_per_trial(self, protocol: str, dataset: str, strategy: str) -> float | None:
         """Mean seconds of the successful trials stored for a cell under any fingerprint
         (code changes rarely change a trial's cost): how long its next trial will take."""
@@ -243,6 +368,7 @@ class ResultStore:
             "SELECT AVG(seconds) FROM trials WHERE protocol=? AND dataset=? AND strategy=? AND status='ok'",
             (protocol, dataset, strategy)).fetchone()[0]
 
+    @_reported("read its trials")
     def statuses(self, protocol: str, dataset: str, strategy: str, fingerprint: str) -> dict[int, str]:
         """{trial seed: status} of the stored trials of a cell."""
         return dict(self._db.execute(
@@ -250,6 +376,7 @@ class ResultStore:
             (protocol, dataset, strategy, fingerprint)))
 
     # -- runs of `audit run`: their plan and progress, for `audit status` --------------
+    @_reported("record the run", KEPT)
     def start_run(self, pid: int, host: str, executor: str, workers: int, plan: dict[str, Any]) -> int:
         now = _now()
         cursor = self._db.execute(
@@ -257,10 +384,12 @@ class ResultStore:
             " VALUES (?,?,?,?,'running',?,?,?)", (pid, host, executor, workers, json.dumps(plan), now, now))
         return cursor.lastrowid
 
+    @_reported("record the run's progress", KEPT)
     def update_run(self, run_id: int, running: int, workers: int, state: str = "running") -> None:
         self._db.execute("UPDATE runs SET running=?, workers=?, state=?, updated_at=? WHERE id=?",
                          (running, workers, state, _now(), run_id))
 
+    @_reported("read the latest run")
     def latest_run(self) -> dict[str, Any] | None:
         cursor = self._db.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1")
         row = cursor.fetchone()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from audit.errors import AuditError
 from audit.reproduce import ReproduceRequest, reproduce
 from audit.runner import run_trial
 from audit.store import ResultStore, fingerprint_details
@@ -37,7 +38,7 @@ def test_a_failed_transaction_leaves_no_partial_trial(tmp_path, lu2023, sonar):
     fp = store.register(fingerprint_details(lu2023))
     result = run_trial(lu2023, "sonar", sonar.X, sonar.y, "uniform", 0)
     result.rounds.append(result.rounds[-1])  # duplicate (trial, round) key: the rounds insert fails
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(AuditError, match="cannot store a trial: UNIQUE constraint failed"):
         store.save(result, fp)
     assert store.count() == 0
     assert store._db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0] == 0
