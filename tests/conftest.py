@@ -17,12 +17,22 @@ def lu2023():
     return load_protocol("lu2023")
 
 
+def dataset_or_skip(name: str):
+    """The real data set, or a skip saying why it cannot be loaded here."""
+    try:
+        return load_dataset(name)
+    except DataError as exc:
+        pytest.skip(f"{name} data not available: {exc}")
+
+
 @pytest.fixture(scope="session")
 def sonar():
-    try:
-        return load_dataset("sonar")
-    except DataError as exc:
-        pytest.skip(f"sonar data not available: {exc}")
+    return dataset_or_skip("sonar")
+
+
+@pytest.fixture(scope="session")
+def heart():
+    return dataset_or_skip("heart")
 
 
 @pytest.fixture

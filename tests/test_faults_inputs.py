@@ -11,18 +11,9 @@ import pytest
 
 from audit.cli import main
 from audit import compare
-from audit.datasets import DataError, load_dataset
 from audit.diagnose import counterfactual
 from audit.store import ResultStore
 from tests.test_cli import REPO, assert_one_line_error
-
-
-@pytest.fixture(scope="module")
-def heart():
-    try:
-        return load_dataset("heart")
-    except DataError as exc:
-        pytest.skip(f"heart data not available: {exc}")
 
 
 def cli(capsys, *argv):
