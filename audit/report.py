@@ -1,22 +1,16 @@
-"""Reports of one replay: report.json, report.md, report.html, per_trial.csv and two PNG figures.
+"""The content of a replay's report: provenance lines, the table, its sections, and the
+Markdown rendering of them (audit/report_html.py renders the same sections as HTML;
+audit/report_files.py writes the report directory).
 
 Every number printed carries its provenance: the protocol and its spec hash, the AUBC
-variant, the library versions and the trial seeds. A report directory is written to a
-temporary sibling and renamed into place, so a failed run never leaves half a report.
+variant, the library versions and the trial seeds.
 """
 from __future__ import annotations
 
-import csv
-import json
 import math
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
 
 from audit.compare import LOW_POWER_TOLERANCE, POWER
 
@@ -180,7 +174,8 @@ def _skipped(report: dict[str, Any]) -> Section:
     return Section("Skipped seeds", tuple(Item(f"seed {s}: {why}") for s, why in report["seeds"]["skipped"]))
 
 
-def _markdown(report: dict[str, Any]) -> str:
+def markdown(report: dict[str, Any]) -> str:
+    """report.md: provenance, the table, the sections and the two figures."""
     p = report["protocol"]
     out = [f"# {p['name']} on {report['dataset']['name']}", ""]
     out += [f"- {line}" for line in provenance_lines(report)]
@@ -193,60 +188,3 @@ def _markdown(report: dict[str, Any]) -> str:
     out += ["## Published values against the reproduced intervals", "", f"![forest plot]({FOREST_PNG})", ""]
     out += ["## Learning curves", "", f"![learning curves]({CURVES_PNG})", ""]
     return "\n".join(out)
-
-
-def write_directory(out_dir: Path, files: dict[str, str | Callable[[Path], None]]) -> Path:
-    """Write ``files`` (name: text, or a function writing that path; in order) into a
-    temporary sibling and rename it into place: a failed run leaves no half report."""
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        for name, content in files.items():
-            if isinstance(content, str):
-                (tmp / name).write_text(content)
-            else:
-                content(tmp / name)
-        old = None
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-            out_dir.rename(old)
-        tmp.rename(out_dir)
-        if old is not None:
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
-
-
-def write_report(report: dict[str, Any], per_trial: list[dict[str, Any]],
-                 curves: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: Path) -> Path:
-    """Write report.json, report.md, report.html, per_trial.csv and the two figures into
-    ``out_dir`` atomically (all or nothing)."""
-    from audit.report_html import render_html
-    from audit.report_plots import plot_forest, plot_learning_curves
-
-    def write_csv(path: Path) -> None:
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=["strategy", "trial_seed", "aubc", "status", "query_hash"])
-            writer.writeheader()
-            writer.writerows(per_trial)
-
-    return write_directory(out_dir, {
-        "report.json": json.dumps(report, indent=2, default=_json_default) + "\n",
-        "report.md": _markdown(report),
-        "per_trial.csv": write_csv,
-        CURVES_PNG: lambda path: plot_learning_curves(report, curves, path),
-        FOREST_PNG: lambda path: plot_forest(report, path),
-        "report.html": lambda path: path.write_text(
-            render_html(report, path.parent / FOREST_PNG, path.parent / CURVES_PNG)),
-    })
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"cannot serialise {type(value).__name__}")

@@ -23,7 +23,7 @@ from audit.errors import AuditError
 from audit.metrics import get_variant
 from audit.protocols import Protocol, load_protocol
 from audit.references import Reference, load_references
-from audit.report import write_report
+from audit.report_files import write_report
 from audit.runner import TrialResult, TrialTask, budget_for, run_tasks
 from audit.splits import make_split, plan_seeds
 from audit.store import ResultStore, fingerprint_details
