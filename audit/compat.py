@@ -31,7 +31,7 @@ from audit.metrics import get_variant
 from audit.models import BUILDERS, ModelSpec, parse_model
 from audit.protocols import Protocol, StrategySpec, load_protocol
 from audit.report_files import write_directory
-from audit.reproduce import ReplayPlan, ReproduceRequest, missing_tasks, plan_replay, run_and_store
+from audit.replay import ReplayPlan, ReproduceRequest, missing_tasks, plan_replay, run_and_store
 from audit.runner import TrialResult, TrialTask
 from audit.store import ResultStore
 

@@ -21,7 +21,7 @@ from scipy import stats
 
 from audit.models import ModelSpec
 from audit.protocols import StrategySpec, load_protocol
-from audit.reproduce import ReproduceRequest, execute_replay, plan_replay
+from audit.replay import ReproduceRequest, execute_replay, plan_replay
 from audit.runner import TrialResult
 from audit.store import ResultStore
 

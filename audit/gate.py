@@ -48,7 +48,7 @@ from audit.datasets import ALIASES, REGISTRY
 from audit.errors import AuditError
 from audit.models import ModelSpec
 from audit.protocols import Protocol, SplitSpec, StrategySpec, TrialSpec, load_protocol
-from audit.reproduce import ReproduceRequest, choose_strategies, execute_replay, plan_replay
+from audit.replay import ReproduceRequest, choose_strategies, execute_replay, plan_replay
 from audit.splits import make_split
 from audit.store import ResultStore, code_hash, library_versions
 

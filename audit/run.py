@@ -25,7 +25,7 @@ from typing import IO, Iterator, Sequence
 from audit.errors import AuditError
 from audit.executors import DEFAULT_RETRIES, EXECUTORS, Executor, make_executor
 from audit.protocols import load_protocol
-from audit.reproduce import ReproduceRequest, missing_tasks, plan_replay
+from audit.replay import ReproduceRequest, missing_tasks, plan_replay
 from audit.runner import TrialResult, TrialTask, budget_for
 from audit.splits import make_split
 from audit.store import DEFAULT_STORE, ResultStore

@@ -36,7 +36,7 @@ from scipy import stats
 from audit import oracles
 from audit.errors import AuditError
 from audit.metrics import get_variant
-from audit.reproduce import ReproduceRequest, execute_replay, plan_replay
+from audit.replay import ReproduceRequest, execute_replay, plan_replay
 from audit.store import ResultStore
 
 ALPHA = 0.05

@@ -14,7 +14,8 @@ from audit.errors import AuditError
 from audit.models import ModelSpec
 from audit.protocols import StrategySpec
 from audit.report import ORACLE_NOTE, format_table
-from audit.reproduce import ReproduceRequest, choose_strategies, estimate_seconds, oracle_jobs, reproduce
+from audit.replay import ReproduceRequest, choose_strategies, estimate_seconds, oracle_jobs
+from audit.reproduce import reproduce
 from audit.runner import TrialTask, _Features, run_trial
 from audit.splits import make_split
 from tests.oracle_reference import _Trial, naive_beam_search, naive_greedy

@@ -18,6 +18,7 @@ from typing import Any, Callable
 from audit.compare import summarise
 from audit.metrics import get_variant
 from audit.protocols import Protocol, load_protocol
+from audit.replay import ReproduceRequest, execute_replay, plan_replay
 from audit.store import ResultStore
 
 MIN_DIAGNOSIS_TRIALS = 10  # successful trials a discrepant cell needs before a replay may explain it
@@ -113,10 +114,8 @@ def curve_source(audited: Protocol, derived: Protocol, hypothesis: Hypothesis) -
 
 
 def _replay(audited: Protocol, derived: Protocol, hypothesis: Hypothesis, dataset: str, sid: str, published: float,
-            request: Any, store: ResultStore) -> dict[str, Any]:
+            request: ReproduceRequest, store: ResultStore) -> dict[str, Any]:
     """Run (or read from the store) the cell under one derived protocol; its 95% interval."""
-    from audit.reproduce import ReproduceRequest, execute_replay, plan_replay
-
     source = curve_source(audited, derived, hypothesis)
     sub = ReproduceRequest(protocol=source or derived, dataset=dataset, strategies=[sid], trials=request.trials,
                            jobs=request.jobs, data_dir=request.data_dir, store=request.store,
