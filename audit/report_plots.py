@@ -14,6 +14,9 @@ PUBLISHED_COLOR = "#c0392b"
 INSIDE_COLOR = "#27ae60"
 REPRODUCED_COLOR = "#2c3e50"
 HYPOTHESIS_COLOR = "#7f8c8d"
+ORACLE_COLOR = "#000000"
+LINE_STYLES = ("-", "--", "-.", ":")
+LEGEND_ROWS = 24  # entries a learning-curve legend column holds before another column starts
 
 
 def _pyplot():
@@ -25,23 +28,42 @@ def _pyplot():
     return plt
 
 
+def curve_styles(strategies: list[str], oracles: list[str]) -> dict[str, tuple[str, str]]:
+    """A (colour, line style) per curve, no two alike up to 40 strategies: the colour varies
+    first, so up to ten strategies are solid tab10 lines. Oracles are black, a colour no
+    strategy gets, so they read as the bounds they are."""
+    import matplotlib
+
+    colors = [matplotlib.colors.to_hex(c) for c in matplotlib.colormaps["tab10"].colors]
+    combos = [(color, style) for style in LINE_STYLES for color in colors]
+    styles = {s: combos[i % len(combos)] for i, s in enumerate(strategies)}
+    return styles | {s: (ORACLE_COLOR, LINE_STYLES[i % len(LINE_STYLES)]) for i, s in enumerate(oracles)}
+
+
 def plot_learning_curves(report: dict[str, Any], curves: dict[str, tuple[np.ndarray, np.ndarray]], path: Path) -> None:
+    """Mean accuracy per round with its 95% t-band, one style per curve, oracles last and
+    marked, the legend beside the axes so it hides no curve."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
-    for strategy, (n_labeled, acc) in curves.items():
-        mean = acc.mean(axis=0)
-        ax.plot(n_labeled, mean, label=f"{strategy} (n={acc.shape[0]})", linewidth=1.4)
+    is_oracle = {c["strategy"]: bool(c.get("uses_test_labels")) for c in report["strategies"]}
+    oracles = [s for s in curves if is_oracle.get(s)]
+    styles = curve_styles([s for s in curves if not is_oracle.get(s)], oracles)
+    fig, ax = plt.subplots(figsize=(10, 5), dpi=110, layout="constrained")
+    for strategy, (color, style) in styles.items():
+        n_labeled, acc = curves[strategy]
+        marks = ", ".join(["oracle"] * (strategy in oracles) + [f"n={acc.shape[0]}"])
+        ax.plot(n_labeled, acc.mean(axis=0), label=f"{strategy} ({marks})", color=color, linestyle=style,
+                linewidth=1.8 if strategy in oracles else 1.4)
         if acc.shape[0] > 1:
             lo, hi = np.array([t_interval(acc[:, j], 0.95) for j in range(acc.shape[1])]).T
-            ax.fill_between(n_labeled, lo, hi, alpha=0.2)
+            ax.fill_between(n_labeled, lo, hi, color=color, alpha=0.12, linewidth=0)
     p = report["protocol"]
     ax.set_xlabel("labeled-set size")
     ax.set_ylabel("test accuracy (mean, 95% band)")
     ax.set_title(f"{p['name']} on {report['dataset']['name']} (AUBC {p['aubc_variant']})")
     ax.grid(alpha=0.3)
     if curves:
-        ax.legend(loc="lower right")
-    fig.tight_layout()
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
+                  ncols=1 + (len(curves) - 1) // LEGEND_ROWS)
     fig.savefig(path)
     plt.close(fig)
 
