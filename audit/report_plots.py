@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from audit.compare import t_interval
+from audit.report import ORACLE_MARK
 
 PUBLISHED_COLOR = "#c0392b"
 INSIDE_COLOR = "#27ae60"
@@ -69,28 +70,48 @@ def plot_learning_curves(report: dict[str, Any], curves: dict[str, tuple[np.ndar
 
 
 def forest_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per replayed cell with an interval, then one per diagnosis replay of that cell."""
+    """One row per replayed cell with an interval (oracles marked), then one per diagnosis
+    replay of that cell."""
     rows = []
     for c in report["strategies"]:
         if c["status"] != "ok" or c.get("ci95") is None or None in c["ci95"]:
             continue
-        rows.append({"label": c["strategy"], "mean": c["mean"], "ci95": c["ci95"], "ci99": c["ci99"],
-                     "published": c["published_mean"], "hypothesis": False})
+        rows.append({"label": c["strategy"] + ORACLE_MARK * bool(c.get("uses_test_labels")), "mean": c["mean"],
+                     "ci95": c["ci95"], "ci99": c["ci99"], "published": c["published_mean"], "hypothesis": False})
         for h in (c.get("diagnosis") or {}).get("hypotheses", []):
             rows.append({"label": f"~ {h['label']}", "mean": h["mean"], "ci95": h["ci95"], "ci99": None,
                          "published": c["published_mean"], "hypothesis": True, "inside": h["inside"]})
     return rows
 
 
+def forest_legend(rows: list[dict[str, Any]]) -> list[Any]:
+    """One legend entry per kind of mark the forest plot draws, and only for those it draws."""
+    from matplotlib.lines import Line2D
+
+    entries = [Line2D([], [], marker="o", linestyle="none", color="white", markeredgecolor=REPRODUCED_COLOR,
+                      markersize=6, label="reproduced mean"),
+               Line2D([], [], color=REPRODUCED_COLOR, linewidth=4, label="95% t-interval"),
+               Line2D([], [], color=REPRODUCED_COLOR, linewidth=1.2, label="99% t-interval")]
+    if any(r["published"] is not None and not r["hypothesis"] for r in rows):
+        entries.append(Line2D([], [], marker="D", linestyle="none", color=PUBLISHED_COLOR, markersize=7,
+                              label="published mean"))
+    hypotheses = [r for r in rows if r["hypothesis"]]
+    if any(not r["inside"] for r in hypotheses):
+        entries.append(Line2D([], [], color=HYPOTHESIS_COLOR, linewidth=3, label="diagnosis replay (95%)"))
+    if any(r["inside"] for r in hypotheses):
+        entries.append(Line2D([], [], color=INSIDE_COLOR, linewidth=3,
+                              label="diagnosis replay (95%), published mean inside"))
+    return entries
+
+
 def plot_forest(report: dict[str, Any], path: Path) -> None:
     """Per cell: the reproduced mean with its 95% (thick) and 99% (thin) t-interval and the
     published mean (red diamond); diagnosis replays below it, green when the published value
-    falls inside their 95% interval."""
+    falls inside their 95% interval. The legend names every mark."""
     plt = _pyplot()
     rows = forest_rows(report)
     scale = 100 if report["protocol"]["scale"] == "percent" else 1
-    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.42 * max(len(rows), 1)), dpi=110)
-    legend_done = False
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.42 * max(len(rows), 1)), dpi=110, layout="constrained")
     for y, row in enumerate(rows):
         color = (INSIDE_COLOR if row["inside"] else HYPOTHESIS_COLOR) if row["hypothesis"] else REPRODUCED_COLOR
         if row["ci99"]:
@@ -98,23 +119,20 @@ def plot_forest(report: dict[str, Any], path: Path) -> None:
         ax.hlines(y, *(scale * np.array(row["ci95"])), color=color, linewidth=4 if not row["hypothesis"] else 3)
         ax.plot(scale * row["mean"], y, "o", color="white", markeredgecolor=color, markersize=6, zorder=3)
         if row["published"] is not None and not row["hypothesis"]:
-            ax.plot(scale * row["published"], y, "D", color=PUBLISHED_COLOR, markersize=7, zorder=4,
-                    label=None if legend_done else "published mean")
-            legend_done = True
+            ax.plot(scale * row["published"], y, "D", color=PUBLISHED_COLOR, markersize=7, zorder=4)
     published = [scale * r["published"] for r in rows if r["published"] is not None]
     for value in sorted(set(published)):
         ax.axvline(value, color=PUBLISHED_COLOR, alpha=0.15, linewidth=1)
     ax.set_yticks(range(len(rows)), [r["label"] for r in rows])
     ax.invert_yaxis()
     unit = "%" if scale == 100 else "fraction"
-    ax.set_xlabel(f"AUBC ({report['protocol']['aubc_variant']}, {unit}): reproduced mean, 95% (thick) and 99% (thin) "
-                  "t-interval")
+    ax.set_xlabel(f"AUBC ({report['protocol']['aubc_variant']}, {unit})")
     ax.set_title(f"{report['protocol']['name']} on {report['dataset']['name']}: published vs reproduced")
     ax.grid(axis="x", alpha=0.3)
-    if published:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    if not rows:
+    if rows:
+        ax.legend(handles=forest_legend(rows), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+                  frameon=False)
+    else:
         ax.text(0.5, 0.5, "no cell with an interval", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -1,5 +1,6 @@
 """The report's figures are readable with many strategies (issue 17, item 10): every curve has
-its own style, the legend sits beside the data, oracles are marked."""
+its own style, the legend sits beside the data, oracles are marked, and the forest plot's
+legend explains every marker it draws."""
 from __future__ import annotations
 
 import matplotlib.colors
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from audit.report_plots import plot_learning_curves
+from audit.report_plots import plot_forest, plot_learning_curves
 
 # lu2023's strategies on sonar (docs/figures.md), the last two of them oracles
 STRATEGIES = ["uniform", "us-c", "us-nc", "qbc", "hintsvm", "quire", "albl", "dwus", "coreset", "graph", "hier",
@@ -99,3 +100,28 @@ def test_each_band_has_its_curve_colour(tmp_path, saved_figures):
     line_colours = [matplotlib.colors.to_hex(line.get_color()) for line in ax.get_lines()[1:]]
     band_colours = [matplotlib.colors.to_hex(band.get_facecolor()[0], keep_alpha=False) for band in ax.collections]
     assert band_colours == line_colours
+
+
+def forest_legend(tmp_path, saved_figures, cells):
+    plot_forest(make_report(cells), tmp_path / "forest.png")
+    (fig,) = saved_figures
+    (ax,) = fig.axes
+    legend = ax.get_legend()
+    assert legend is not None
+    return fig, ax, {text.get_text(): handle for text, handle in zip(legend.get_texts(), legend.legend_handles)}
+
+
+def test_forest_legend_names_the_reproduced_mean_and_intervals(tmp_path, saved_figures):
+    hypothesis = {"label": "unshuffled pool", "mean": 0.72, "ci95": [0.71, 0.73], "inside": False}
+    _, _, entries = forest_legend(tmp_path, saved_figures, [
+        cell("uniform", 0.75, published=0.751), cell("us-c", 0.78, diagnosis={"hypotheses": [hypothesis]})])
+    assert entries["reproduced mean"].get_marker() == "o"
+    assert entries["published mean"].get_marker() == "D"
+    assert {"95% t-interval", "99% t-interval"} <= set(entries)
+    assert any(label.startswith("diagnosis replay") for label in entries)
+
+
+def test_forest_legend_without_published_values_and_oracle_rows_marked(tmp_path, saved_figures):
+    _, ax, entries = forest_legend(tmp_path, saved_figures, [cell("uniform", 0.75), cell("greedy-oracle", 0.84)])
+    assert "reproduced mean" in entries and "published mean" not in entries
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["uniform", "greedy-oracle (oracle)"]
