@@ -295,7 +295,7 @@ def test_a_protocol_named_like_a_path_is_refused_and_nothing_written(capsys, tmp
     assert tree(tmp_path) == before
 
 
-@pytest.mark.parametrize("name", ["../../x", "A/b", "..", "x" * 65, ""])
+@pytest.mark.parametrize("name", ["../../x", "A/b", "..", "x" * 65])
 def test_a_suite_named_like_a_path_is_refused_and_nothing_written(capsys, tmp_path, monkeypatch, name):
     work = tmp_path / "a" / "b"
     work.mkdir(parents=True)
