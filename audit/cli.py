@@ -105,13 +105,15 @@ def _reproduce(args: argparse.Namespace) -> int:
         trials=args.trials, jobs=args.jobs, data_dir=args.data_dir, store=args.store, out=args.out,
         batch_size=args.batch_size, trial_timeout=args.trial_timeout,
         progress=not args.no_progress, retry_errors=args.retry_errors, no_diagnose=args.no_diagnose,
+        force=args.force,
     ))
     for line in provenance_lines(outcome.report):
         print(line)
     print()
     print(format_table(outcome.report))
     print()
-    print(f"report: {outcome.out_dir}/report.md and report.html ({outcome.ran} trials run, {outcome.reused} reused from {args.store})")
+    print(f"report: {outcome.out_dir}/ {', '.join(outcome.files)} "
+          f"({outcome.ran} trials run, {outcome.reused} reused from {args.store})")
     return 0
 
 
@@ -200,22 +202,23 @@ def _diagnose(args: argparse.Namespace) -> int:
     outcome = reproduce(ReproduceRequest(
         protocol=protocol, dataset=args.dataset, strategies=_csv(args.strategies) if args.strategies else None,
         trials=args.trials, jobs=args.jobs, data_dir=args.data_dir, store=args.store, out=args.out,
-        progress=not args.no_progress,
+        progress=not args.no_progress, force=args.force,
     ))
     for cell in outcome.report["strategies"]:
         if cell.get("status") == "ok":
             print(f"{cell['strategy']}: {cell['verdict']}"
                   + (f"; {cell['diagnosis']['summary']}" if cell.get("diagnosis") else ""))
-    print(f"report: {outcome.out_dir}/report.md and report.html")
+    print(f"report: {outcome.out_dir}/ {', '.join(outcome.files)}")
     return 0
 
 
 def _baseline(args: argparse.Namespace) -> int:
-    from audit.gate import create_baseline, load_suite
+    from audit.gate import DEFAULT_BASELINE_DIR, create_baseline, load_suite
 
     suite = load_suite(args.suite)
-    out = args.out or f"reference_results/baselines/{suite.name}.json"
-    baseline = create_baseline(suite, out, jobs=args.jobs, data_dir=args.data_dir, progress=not args.no_progress)
+    out = args.out or f"{DEFAULT_BASELINE_DIR}/{suite.name}.json"  # in the current directory, not the project
+    baseline = create_baseline(suite, out, force=args.force, create_parents=args.out is None, jobs=args.jobs,
+                               data_dir=args.data_dir, progress=not args.no_progress)
     print(f"baseline {out}: suite {suite.name}, protocol {suite.protocol.name} (spec {suite.protocol.spec_hash}), "
           f"{len(suite.datasets)} data sets x {len(suite.strategies)} strategies x "
           f"{suite.trials or len(suite.seeds)} trials, {baseline['seconds']:g} s")
@@ -263,6 +266,11 @@ def _replay_options(sp: argparse.ArgumentParser, out_help: str) -> None:
     sp.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _force_option(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--force", action="store_true", help="replace an earlier al-audit report in the output "
+                    "directory even when it held strategies or trials this one lacks")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="audit", description="Replay published active-learning protocols "
                                      "through the real libraries and audit the published numbers.")
@@ -283,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
     rep.add_argument("--out", help="report directory (default reports/<protocol>-<dataset>)")
     rep.add_argument("--retry-errors", action="store_true", help="rerun trials stored as errors")
+    _force_option(rep)
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")
     rep.set_defaults(func=_reproduce)
 
@@ -334,12 +343,14 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--dataset", required=True, help="data set name")
     dg.add_argument("--strategies", help="comma-separated strategy ids (default: all available)")
     _replay_options(dg, "report directory (default reports/<protocol>-<dataset>)")
+    _force_option(dg)
     dg.set_defaults(func=_diagnose)
 
     bl = sub.add_parser("baseline", help="replay a suite here and record it for `audit gate` (CI gating)")
     bl.add_argument("action", choices=["create"], help="create: replay the suite and write the baseline file")
     bl.add_argument("--suite", required=True, help="a shipped suite (smoke, standard) or a suite .toml/.yaml file")
-    bl.add_argument("--out", help="baseline file (default reference_results/baselines/<suite>.json)")
+    bl.add_argument("--out", help="baseline file (default al-audit-baselines/<suite>.json in the current directory)")
+    bl.add_argument("--force", action="store_true", help="overwrite a baseline file git tracks (one al-audit wrote)")
     bl.add_argument("--jobs", type=_COUNT, default=1, help="parallel worker processes (default 1)")
     bl.add_argument("--data-dir", help="directory of the LIBSVM files")
     bl.add_argument("--no-progress", action="store_true", help="no progress bar")

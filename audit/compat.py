@@ -26,11 +26,11 @@ import numpy as np
 from scipy import stats
 
 from audit.compare import summarise
+from audit.destinations import check_report_dir, write_directory
 from audit.errors import AuditError
 from audit.metrics import get_variant
 from audit.models import BUILDERS, ModelSpec, parse_model
 from audit.protocols import Protocol, StrategySpec, load_protocol
-from audit.report_files import write_directory
 from audit.replay import ReplayPlan, ReproduceRequest, missing_tasks, plan_replay, run_and_store
 from audit.runner import TrialResult, TrialTask
 from audit.store import ResultStore
@@ -218,6 +218,12 @@ def run_compat(request: CompatRequest, log: Callable[[str], None] = lambda line:
                                       data_dir=request.data_dir, store=request.store, progress=request.progress)
             # Skipped seeds are the same for every task model: say so once.
             plans[dataset][t] = (replay, plan_replay(replay, log if not plans[dataset] else lambda line: None))
+    names = [next(iter(by_task.values()))[1].dataset for by_task in plans.values()]
+    destinations = _destinations(request, base.name, names)
+    for target in destinations.values():  # al-audit replaces only what it wrote: checked before any trial
+        check_report_dir(target, create_parents=request.out is None)
+    holds = {"command": "compat", "protocol": base.name, "strategy": request.strategy, "models": list(models)}
+    together: dict[str, Any] = {}  # --out with several data sets: one directory, a grid per data set
     store = ResultStore(request.store)
     reports = []
     try:
@@ -229,19 +235,26 @@ def run_compat(request: CompatRequest, log: Callable[[str], None] = lambda line:
             first = next(iter(by_task.values()))[1]
             report = analyse(results, list(models), first.protocol.sd_ddof)
             report.update(_provenance(base, first, models, request.strategy, details, runs))
-            out_dir = _out_dir(request, base.name, first.dataset)
-            write_grid(report, results, out_dir)
-            report["out_dir"] = str(out_dir)
+            files = grid_files(report, results)
+            if first.dataset in destinations:
+                write_directory(destinations[first.dataset], files, {**holds, "dataset": first.dataset},
+                                create_parents=request.out is None)
+                report["out_dir"] = str(destinations[first.dataset])
+            else:
+                together.update({f"{first.dataset}/{name}": content for name, content in files.items()})
+                report["out_dir"] = str(Path(request.out) / first.dataset)
             reports.append(report)
     finally:
         store.close()
     summary = None
     if len(reports) > 1:
         summary = summarise_grids(reports)
-        out = Path(request.out) if request.out else Path("reports") / f"compat-{base.name}-summary"
-        write_directory(out, {"summary.md": f"# Model compatibility across data sets\n\n```\n"
-                                              f"{format_summary(summary)}\n```\n",
-                                "summary.json": json.dumps(summary, indent=2) + "\n"})
+        out = destinations[SUMMARY]
+        write_directory(out, {**together, "summary.md": f"# Model compatibility across data sets\n\n```\n"
+                                                        f"{format_summary(summary)}\n```\n",
+                              "summary.json": json.dumps(summary, indent=2) + "\n"},
+                        {**holds, "datasets": [r["dataset"]["name"] for r in reports]},
+                        create_parents=request.out is None)
         summary["out_dir"] = str(out)
     return reports, summary
 
@@ -278,10 +291,19 @@ def run_grid(by_task: dict[str, tuple[ReproduceRequest, ReplayPlan]], models: di
     return runs, details
 
 
-def _out_dir(request: CompatRequest, protocol: str, dataset: str) -> Path:
-    if request.out is None:
-        return Path("reports") / f"compat-{protocol}-{dataset}"
-    return Path(request.out) / dataset if len(request.datasets) > 1 else Path(request.out)
+SUMMARY = None  # the destinations key of the cross-data-set summary
+
+
+def _destinations(request: CompatRequest, protocol: str, datasets: list[str]) -> dict[str | None, Path]:
+    """The report directories to write, by data set (SUMMARY: the summary's). By default one
+    per data set and one for the summary under reports/; --out holds one data set's grid,
+    or, with several, one directory of them all (a subdirectory per data set) and the summary."""
+    if request.out is not None:
+        return {datasets[0] if len(datasets) == 1 else SUMMARY: Path(request.out)}
+    targets: dict[str | None, Path] = {ds: Path("reports") / f"compat-{protocol}-{ds}" for ds in datasets}
+    if len(datasets) > 1:
+        targets[SUMMARY] = Path("reports") / f"compat-{protocol}-summary"
+    return targets
 
 
 def _provenance(base: Protocol, plan: ReplayPlan, models: dict[str, ModelSpec], strategy: str, details: dict[str, Any],
@@ -463,8 +485,9 @@ def plot_grid(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def write_grid(report: dict[str, Any], results: dict[tuple[str, str], list[TrialResult]], out_dir: Path) -> None:
-    """compat.csv, per_trial.csv, compat.json, report.md and compat.png, written all or nothing."""
+def grid_files(report: dict[str, Any], results: dict[tuple[str, str], list[TrialResult]]
+               ) -> dict[str, str | Callable[[Path], None]]:
+    """compat.csv, per_trial.csv, compat.json, report.md and compat.png, for write_directory."""
     def cells_csv(path: Path) -> None:
         with open(path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
@@ -481,9 +504,8 @@ def write_grid(report: dict[str, Any], results: dict[tuple[str, str], list[Trial
     markdown = (f"# Model compatibility on {report['dataset']['name']}\n\n"
                 f"## Uncertainty sampling: query model x task model (lu2023 Section 5.1, Figures 4, 7-12)\n\n"
                 f"```\n{format_grid(report)}\n```\n\n![query x task heatmap](compat.png)\n")
-    write_directory(out_dir, {"compat.csv": cells_csv, "per_trial.csv": trials_csv,
-                                "compat.json": json.dumps(report, indent=2) + "\n",
-                                "report.md": markdown, "compat.png": lambda path: plot_grid(report, path)})
+    return {"compat.csv": cells_csv, "per_trial.csv": trials_csv, "compat.json": json.dumps(report, indent=2) + "\n",
+            "report.md": markdown, "compat.png": lambda path: plot_grid(report, path)}
 
 
 # --- across data sets --------------------------------------------------------------------

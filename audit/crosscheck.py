@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from audit.destinations import check_report_dir, write_directory
 from audit.models import ModelSpec
 from audit.protocols import StrategySpec, load_protocol
 from audit.replay import ReproduceRequest, execute_replay, plan_replay
@@ -104,6 +105,8 @@ def crosscheck(dataset: str, trials: int = 5, jobs: int = 1, data_dir: str | Non
     request = ReproduceRequest(protocol, dataset, None, trials=trials, jobs=jobs, data_dir=data_dir,
                                store=store_path, progress=progress)
     plan = plan_replay(request, log)
+    out_dir = Path(out) if out else Path("reports") / f"crosscheck-{plan.dataset}"
+    check_report_dir(out_dir, create_parents=out is None)  # before any trial: al-audit replaces only its own
     store = ResultStore(store_path)
     try:
         fingerprint, details, _, _ = execute_replay(plan, request, store, log)
@@ -133,11 +136,11 @@ def crosscheck(dataset: str, trials: int = 5, jobs: int = 1, data_dir: str | Non
     report = {"dataset": plan.dataset, "base_protocol": base.name, "aubc_variant": base.aubc_variant,
               "trial_seeds": plan.seeds, "environment": details["versions"], "fingerprint": fingerprint,
               "groups": report_groups}
-    out_dir = Path(out) if out else Path("reports") / f"crosscheck-{plan.dataset}"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "crosscheck.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out_dir / "crosscheck.md").write_text(f"# Cross-implementation check on {plan.dataset}\n\n```\n"
-                                           f"{format_crosscheck(report)}\n```\n")
+    write_directory(out_dir, {"crosscheck.json": json.dumps(report, indent=2) + "\n",
+                              "crosscheck.md": f"# Cross-implementation check on {plan.dataset}\n\n```\n"
+                                               f"{format_crosscheck(report)}\n```\n"},
+                    {"command": "crosscheck", "protocol": base.name, "dataset": plan.dataset,
+                     "strategies": plan.strategies, "trials": len(plan.seeds)}, create_parents=out is None)
     report["out_dir"] = str(out_dir)
     return report
 

@@ -26,7 +26,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import platform
+import secrets
 import socket
 import sys
 import tempfile
@@ -45,6 +47,7 @@ from scipy import stats
 import adapters
 from audit import __version__
 from audit.datasets import ALIASES, REGISTRY
+from audit.destinations import check_name, check_output_file, check_report_dir, write_directory
 from audit.errors import AuditError
 from audit.models import ModelSpec
 from audit.protocols import Protocol, SplitSpec, StrategySpec, TrialSpec, load_protocol
@@ -54,6 +57,7 @@ from audit.store import ResultStore, code_hash, library_versions
 
 SUITE_DIR = Path(__file__).resolve().parent / "suites"
 BASELINE_FORMAT = "al-audit-baseline/1"
+DEFAULT_BASELINE_DIR = "al-audit-baselines"  # `baseline create` without --out: below the current directory
 SUITE_KEYS = ("name", "description", "protocol", "datasets", "strategies", "trials", "seeds", "bindings")
 BINDING_KEYS = ("implementation", "params", "query_model")
 # Beyond the store's tracked packages: solvers and parallel helpers that strategies lean on.
@@ -181,10 +185,10 @@ def parse_suite(data: dict[str, Any], path: Path) -> Suite:
     unknown = sorted(set(data) - set(SUITE_KEYS))
     if unknown:
         raise AuditError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(SUITE_KEYS)}")
-    name = data.get("name", path.stem)
+    name = check_name(data.get("name", path.stem), where)  # it names the baseline file and gate report
     description = data.get("description", "")
-    if not isinstance(name, str) or not name or not isinstance(description, str):
-        raise AuditError(f"{where}: 'name' and 'description' must be text")
+    if not isinstance(description, str):
+        raise AuditError(f"{where}: 'description' must be text")
     source = data.get("protocol")
     if not isinstance(source, str) or not source:
         raise AuditError(f"{where}: 'protocol' must name a protocol (e.g. \"lu2023\") or a protocol .toml file")
@@ -427,9 +431,12 @@ def replay_cells(protocol: Protocol, datasets: Iterable[str], strategies: Iterab
 
 # --- baselines --------------------------------------------------------------------------
 
-def create_baseline(suite: Suite, out: str | Path, *, jobs: int = 1, data_dir: str | None = None,
-                    progress: bool = True, log=lambda line: print(line, file=sys.stderr)) -> dict[str, Any]:
-    """Replay the suite here and write the baseline file (atomically)."""
+def create_baseline(suite: Suite, out: str | Path, *, force: bool = False, create_parents: bool = False,
+                    jobs: int = 1, data_dir: str | None = None, progress: bool = True,
+                    log=lambda line: print(line, file=sys.stderr)) -> dict[str, Any]:
+    """Replay the suite here and write the baseline file (atomically). ``out`` is checked
+    first: al-audit overwrites only a baseline it wrote, and one git tracks only with ``force``."""
+    check_output_file(out, is_baseline, force=force, create_parents=create_parents)
     start = time.perf_counter()
     seeds = None if suite.seeds is None else {ds: list(suite.seeds) for ds in suite.datasets}
     cells, data_info = replay_cells(suite.protocol, suite.datasets, suite.strategies, seeds, suite.trials,
@@ -447,8 +454,17 @@ def create_baseline(suite: Suite, out: str | Path, *, jobs: int = 1, data_dir: s
                    "library": c.library, "trials": c.trials} for c in cells],
         "seconds": round(time.perf_counter() - start, 1),
     }
+    check_output_file(out, is_baseline, force=force, create_parents=create_parents)  # it may have changed since
     _write_atomic(Path(out), json.dumps(baseline, indent=1, default=str) + "\n")
     return baseline
+
+
+def is_baseline(path: Path) -> bool:
+    """Whether ``path`` holds a baseline al-audit wrote (its format tag)."""
+    try:
+        return json.loads(path.read_text()).get("format") == BASELINE_FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def load_baseline(path: str | Path) -> dict[str, Any]:
@@ -465,14 +481,20 @@ def load_baseline(path: str | Path) -> dict[str, Any]:
     for key in ("suite", "protocol", "environment", "datasets", "cells"):
         if key not in baseline:
             raise AuditError(f"baseline {path} lacks '{key}'; recreate it with `audit baseline create`")
+    check_name(baseline["suite"].get("name") if isinstance(baseline["suite"], dict) else None,
+               f"baseline {path}: suite")  # it names the report directory reports/gate-<suite>
     return baseline
 
 
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 # --- statistics -----------------------------------------------------------------------
@@ -611,6 +633,9 @@ def gate(baseline_path: str | Path, *, margin: float = 0.005, alpha: float = 0.0
         raise AuditError(f"--alpha must be in (0, 0.5), not {alpha}")
     baseline = load_baseline(baseline_path)
     suite = baseline["suite"]
+    create_parents = out is None  # the default under reports/; a given --out needs its parent
+    out = Path(out) if out else Path("reports") / f"gate-{suite['name']}"
+    check_report_dir(out, create_parents=create_parents)  # before any trial: al-audit replaces only its own
     recorded = protocol_from_data(baseline["protocol"]["data"], baseline["protocol"]["spec_hash"])
     current = recorded if protocol is None else with_strategies(load_protocol(protocol), suite["strategies"],
                                                                 suite["bindings"])
@@ -649,11 +674,10 @@ def gate(baseline_path: str | Path, *, margin: float = 0.005, alpha: float = 0.0
         "seconds": round(time.perf_counter() - start, 1),
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    out = Path(out) if out else Path("reports") / f"gate-{suite['name']}"
-    out.mkdir(parents=True, exist_ok=True)
-    _write_atomic(out / "gate.json", json.dumps(report, indent=1, default=str) + "\n")
-    _write_atomic(out / "summary.md", format_summary(report))
-    _write_atomic(out / "junit.xml", junit_xml(report))
+    write_directory(out, {"gate.json": json.dumps(report, indent=1, default=str) + "\n",
+                          "summary.md": format_summary(report), "junit.xml": junit_xml(report)},
+                    {"command": "gate", "suite": suite["name"], "baseline": str(baseline_path)},
+                    create_parents=create_parents)
     report["out_dir"] = str(out)
     return report
 

@@ -39,6 +39,7 @@ class ReproduceRequest:
     batch_size: int | None = None  # None: the protocol's
     trial_timeout: float | None = None  # seconds; a slower trial is recorded as TLE
     no_diagnose: bool = False  # skip the counterfactual replays of discrepant cells
+    force: bool = False  # replace an earlier report in ``out`` even when it held more
 
 
 def choose_strategies(protocol: Protocol, requested: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:

@@ -1,51 +1,26 @@
 """Writing a report directory: every file into a temporary sibling, renamed into place,
-so a failed run never leaves half a report."""
+so a failed run never leaves half a report (audit/destinations.py keeps the rules)."""
 from __future__ import annotations
 
 import csv
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from audit.destinations import write_directory
 from audit.report import CURVES_PNG, FOREST_PNG, markdown
 from audit.report_html import render_html
 from audit.report_plots import plot_forest, plot_learning_curves
 
 
-def write_directory(out_dir: Path, files: dict[str, str | Callable[[Path], None]]) -> Path:
-    """Write ``files`` (name: text, or a function writing that path; in order) into a
-    temporary sibling and rename it into place: a failed run leaves no half report."""
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        for name, content in files.items():
-            if isinstance(content, str):
-                (tmp / name).write_text(content)
-            else:
-                content(tmp / name)
-        old = None
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-            out_dir.rename(old)
-        tmp.rename(out_dir)
-        if old is not None:
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
-
-
 def write_report(report: dict[str, Any], per_trial: list[dict[str, Any]],
-                 curves: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: Path) -> Path:
+                 curves: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: Path, holds: dict[str, Any],
+                 create_parents: bool = False) -> list[str]:
     """Write report.json, report.md, report.html, per_trial.csv and the two figures into
-    ``out_dir`` atomically (all or nothing)."""
+    ``out_dir`` atomically (all or nothing), its manifest saying what it ``holds``;
+    returns the names written."""
     def write_csv(path: Path) -> None:
         with open(path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=["strategy", "trial_seed", "aubc", "status", "query_hash"])
@@ -60,7 +35,7 @@ def write_report(report: dict[str, Any], per_trial: list[dict[str, Any]],
         FOREST_PNG: lambda path: plot_forest(report, path),
         "report.html": lambda path: path.write_text(
             render_html(report, path.parent / FOREST_PNG, path.parent / CURVES_PNG)),
-    })
+    }, holds, create_parents=create_parents)
 
 
 def _json_default(value: Any) -> Any:

@@ -16,12 +16,13 @@ import adapters
 from audit import oracles
 from audit.compare import detectable_difference, low_power, summarise, verdict, welch
 from audit.datasets import label_runs
+from audit.destinations import check_destination
 from audit.diagnose.counterfactual import diagnose_cell, is_discrepant, not_diagnosed
 from audit.diagnose.detectors import lint
 from audit.metrics import get_variant
 from audit.protocols import Protocol
 from audit.references import Reference, load_references
-from audit.replay import ReproduceRequest, execute_replay, plan_replay
+from audit.replay import ReplayPlan, ReproduceRequest, execute_replay, plan_replay
 from audit.report_files import write_report
 from audit.runner import TrialResult
 from audit.store import ResultStore
@@ -31,6 +32,7 @@ from audit.store import ResultStore
 class ReproduceOutcome:
     report: dict[str, Any]
     out_dir: Path
+    files: list[str] = field(default_factory=list)  # written into out_dir
     ran: int = 0
     reused: int = 0
     unavailable: dict[str, str] = field(default_factory=dict)
@@ -102,8 +104,21 @@ def _curves(results: list[TrialResult]) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 
+def report_destination(request: ReproduceRequest, plan: ReplayPlan) -> tuple[Path, dict[str, Any]]:
+    """The report directory (``--out`` or reports/<protocol>-<dataset>) and what its manifest
+    will say it holds, checked before any trial: al-audit replaces only a report it wrote,
+    and not silently with one of fewer strategies or trials."""
+    suffix = f"-b{request.batch_size}" if request.batch_size else ""
+    out_dir = Path(request.out) if request.out else Path("reports") / f"{plan.protocol.name}-{plan.dataset}{suffix}"
+    holds = {"command": "reproduce", "protocol": plan.protocol.name, "spec_hash": plan.protocol.spec_hash,
+             "dataset": plan.dataset, "strategies": plan.strategies, "trials": len(plan.seeds)}
+    check_destination(out_dir, holds, force=request.force, create_parents=request.out is None)
+    return out_dir, holds
+
+
 def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.stderr)) -> ReproduceOutcome:
     plan = plan_replay(request, log)
+    out_dir, holds = report_destination(request, plan)
     protocol, name, data, seeds = plan.protocol, plan.dataset, plan.data, plan.seeds
     store = ResultStore(request.store)
     try:
@@ -144,10 +159,8 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
             "findings": [dataclasses.asdict(f) for f in lint(protocol, data)],
             "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
-        suffix = f"-b{request.batch_size}" if request.batch_size else ""
-        out_dir = Path(request.out) if request.out else Path("reports") / f"{protocol.name}-{name}{suffix}"
-        write_report(report, per_trial, curves, out_dir)
-        return ReproduceOutcome(report, out_dir, ran, reused, plan.unavailable)
+        files = write_report(report, per_trial, curves, out_dir, holds, create_parents=request.out is None)
+        return ReproduceOutcome(report, out_dir, files, ran, reused, plan.unavailable)
     finally:
         store.close()
 

@@ -34,8 +34,10 @@ import numpy as np
 from scipy import stats
 
 from audit import oracles
+from audit.destinations import check_report_dir, write_directory
 from audit.errors import AuditError
 from audit.metrics import get_variant
+from audit.protocols import Protocol, load_protocol
 from audit.replay import ReproduceRequest, execute_replay, plan_replay
 from audit.store import ResultStore
 
@@ -68,7 +70,7 @@ def _seed_ranges(seeds: Sequence[int]) -> str:
     return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in parts) or "none"
 
 
-def collect(protocol: str, datasets: Sequence[str], strategies: Sequence[str] | None = None,
+def collect(protocol: str | Protocol, datasets: Sequence[str], strategies: Sequence[str] | None = None,
             trials: int | None = None, jobs: int = 1, data_dir: str | None = None,
             store: str | Path = ".audit-store.sqlite", progress: bool = True, require: str | None = None,
             log=lambda line: print(line, file=sys.stderr)) -> Collected:
@@ -271,17 +273,18 @@ def _num(value: float | None, fmt: str = ".4f") -> str:
     return "-" if value is None or math.isnan(value) else format(value, fmt)
 
 
-def write_outputs(out_dir: str | Path, name: str, text: str, header: Sequence[str],
-                  rows: Sequence[Sequence[Any]]) -> Path:
-    """Write `<name>.csv` (the rows) and `<name>.txt` (the printed text) into out_dir."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / f"{name}.csv", "w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(header)
-        writer.writerows(rows)
-    (out / f"{name}.txt").write_text(text + "\n")
-    return out
+def write_outputs(out_dir: Path, name: str, text: str, header: Sequence[str], rows: Sequence[Sequence[Any]],
+                  holds: dict[str, Any], create_parents: bool) -> Path:
+    """Write `<name>.csv` (the rows) and `<name>.txt` (the printed text) into out_dir, all or nothing."""
+    def write_csv(path: Path) -> None:
+        with open(path, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(header)
+            writer.writerows(rows)
+
+    write_directory(out_dir, {f"{name}.csv": write_csv, f"{name}.txt": text + "\n"}, holds,
+                    create_parents=create_parents)
+    return out_dir
 
 
 def usefulness_text(c: Collected, result: dict[str, Any]) -> tuple[str, list[str], list[list[Any]]]:
@@ -361,7 +364,10 @@ def run_command(command: str, protocol: str, datasets: Sequence[str], strategies
     if command == "runs-needed" and samples < 1:
         raise AuditError(f"--samples must be a positive number, not {samples}")
     require = BASELINE if command in ("usefulness", "runs-needed") else None
-    c = collect(protocol, datasets, strategies, trials, jobs, data_dir, store, progress, require)
+    spec = load_protocol(protocol)
+    out_dir = Path(out) if out else Path("reports") / f"{command}-{spec.name}"
+    check_report_dir(out_dir, create_parents=out is None)  # before any trial: al-audit replaces only its own
+    c = collect(spec, datasets, strategies, trials, jobs, data_dir, store, progress, require)
     if command == "usefulness":
         text, header, rows = usefulness_text(c, usefulness(c.table, c.strategies, c.sd_ddof))
     elif command == "rank":
@@ -371,5 +377,5 @@ def run_command(command: str, protocol: str, datasets: Sequence[str], strategies
     else:
         dataset = next(iter(c.table))
         text, header, rows = runs_needed_text(c, dataset, runs_needed(c.table[dataset], c.strategies, samples))
-    out_dir = write_outputs(out or Path("reports") / f"{command}-{c.protocol}", command, text, header, rows)
-    return text, out_dir
+    holds = {"command": command, "protocol": c.protocol, "datasets": list(c.table), "strategies": c.strategies}
+    return text, write_outputs(out_dir, command, text, header, rows, holds, create_parents=out is None)

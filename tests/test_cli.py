@@ -123,7 +123,7 @@ def test_reproduce_writes_the_report_files(capsys, tmp_path, outdir, sonar):
                                                  "--strategies", "uniform", "--trials", "4"))
     assert code == 0, err
     assert {p.name for p in outdir.iterdir()} == {"report.md", "report.json", "report.html", "per_trial.csv",
-                                                  "learning_curve.png", "forest_plot.png"}
+                                                  "learning_curve.png", "forest_plot.png", ".al-audit-report.json"}
     report = json.loads((outdir / "report.json").read_text())
     (cell,) = report["strategies"]
     for key in ("strategy", "n_trials", "mean", "sd", "ci95", "ci99", "published_mean", "verdict"):

@@ -370,6 +370,7 @@ def test_cli_baseline_create_and_gate_exit_codes(upgrade, tmp_path, capsys):
     suite_file.write_text(SUITE.format(protocol=upgrade["auto"]).replace('["uniform", "us-c"]', '["us-c"]')
                           .replace("trials = 8", "trials = 3"))
     base = tmp_path / "b" / "one.json"
+    base.parent.mkdir()  # a given --out needs an existing directory (issue 16 item 9)
     assert main(["baseline", "create", "--suite", str(suite_file), "--out", str(base), "--no-progress"]) == 0
     assert "3 trials" in capsys.readouterr().out and base.exists()
     out = tmp_path / "g"

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from audit.destinations import check_name
 from audit.errors import AuditError
 from audit.metrics import get_variant
 from audit.models import ModelSpec
@@ -168,7 +169,7 @@ def _parse(data: dict[str, Any], path: Path) -> Protocol:
             for sid, s in data["strategies"].items()
         }
         return Protocol(
-            name=data["name"],
+            name=check_name(data["name"], f"{path.name}: protocol"),  # it names report directories
             title=data["title"],
             paper=data["paper"],
             tasks=tuple(data["tasks"]),
