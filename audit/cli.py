@@ -106,6 +106,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, trial_timeout=args.trial_timeout,
         progress=not args.no_progress, retry_errors=args.retry_errors, no_diagnose=args.no_diagnose,
         force=args.force,
+        references=args.references,
     ))
     for line in provenance_lines(outcome.report):
         print(line)
@@ -146,6 +147,20 @@ def _protocols(args: argparse.Namespace) -> int:
         print(f"{'':10s} strategies: {', '.join(protocol.strategies)}; AUBC {protocol.aubc_variant}; "
               f"pool {protocol.split.pool_order}; scaling task={protocol.scaling['task']} "
               f"query={protocol.scaling['query']}")
+    return 0
+
+
+def _references(args: argparse.Namespace) -> int:
+    from audit.datasets import REGISTRY
+    from audit.protocols import load_protocol
+    from audit.references import read_user_table
+
+    protocol = load_protocol(args.protocol)
+    refs = read_user_table(args.file, REGISTRY, protocol.strategies)
+    cells = {(r.dataset, r.strategy) for r in refs if r.mean is not None}
+    print(f"{args.file}: {len(refs)} rows valid for {protocol.name} ({len(cells)} data set x strategy cells "
+          f"with a mean; papers {', '.join(sorted({r.paper for r in refs}))}; "
+          f"metrics {', '.join(sorted({r.metric for r in refs}))})")
     return 0
 
 
@@ -292,6 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", help="report directory (default reports/<protocol>-<dataset>)")
     rep.add_argument("--retry-errors", action="store_true", help="rerun trials stored as errors")
     _force_option(rep)
+    rep.add_argument("--references", metavar="FILE.csv", help="compare with your own published table "
+                     "(the reference_results/ schema; see `audit references check`) instead of the shipped ones")
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")
     rep.set_defaults(func=_reproduce)
 
@@ -413,6 +430,12 @@ def build_parser() -> argparse.ArgumentParser:
     ss.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
     ss.set_defaults(func=scale_out("status_command"))
 
+    rf = sub.add_parser("references", help="check a published table of your own before comparing with it")
+    rf.add_argument("action", choices=["check"], help="validate FILE against the schema, the data sets and a protocol")
+    rf.add_argument("file", help="a CSV table in the reference_results/ schema")
+    rf.add_argument("--protocol", default="lu2023", help="protocol whose strategy ids the table uses "
+                    "(default %(default)s)")
+    rf.set_defaults(func=_references)
     pr = sub.add_parser("protocols", help="list protocols; `audit protocols show NAME` prints one")
     pr.add_argument("action", nargs="?", choices=["show"], help="show one protocol")
     pr.add_argument("name", nargs="?", help="protocol name")

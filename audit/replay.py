@@ -14,9 +14,10 @@ from typing import Any, Sequence
 
 import adapters
 from audit import oracles
-from audit.datasets import Dataset, load_dataset
+from audit.datasets import REGISTRY, Dataset, load_dataset
 from audit.errors import AuditError
 from audit.protocols import Protocol, load_protocol
+from audit.references import Reference, read_user_table
 from audit.runner import TrialTask, budget_for, run_tasks
 from audit.splits import make_split, plan_seeds
 from audit.store import ResultStore, fingerprint_details
@@ -40,6 +41,7 @@ class ReproduceRequest:
     trial_timeout: float | None = None  # seconds; a slower trial is recorded as TLE
     no_diagnose: bool = False  # skip the counterfactual replays of discrepant cells
     force: bool = False  # replace an earlier report in ``out`` even when it held more
+    references: str | Path | None = None  # a user's published table; None: reference_results/
 
 
 def choose_strategies(protocol: Protocol, requested: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:
@@ -74,6 +76,7 @@ class ReplayPlan:
     unavailable: dict[str, str]
     seeds: list[int]
     skipped: list[tuple[int, str]]
+    references: list[Reference] | None = None  # a user's table, when the request gave one
 
     @property
     def dataset(self) -> str:
@@ -97,6 +100,8 @@ def plan_replay(request: ReproduceRequest, log=lambda line: None) -> ReplayPlan:
     name = data.info.name
     if data.info.task not in protocol.tasks:
         raise AuditError(f"protocol '{protocol.name}' covers {'/'.join(protocol.tasks)} data sets; '{name}' is {data.info.task}")
+    references = None if request.references is None else read_user_table(
+        request.references, REGISTRY, protocol.strategies)
     strategies, unavailable = choose_strategies(protocol, request.strategies)
     seeds, skipped = plan_seeds(protocol, data.y, request.trials)
     if not seeds:
@@ -105,7 +110,7 @@ def plan_replay(request: ReproduceRequest, log=lambda line: None) -> ReplayPlan:
     budget_for(protocol, first.pool.size)  # an impossible budget fails before any work
     for seed, why in skipped:
         log(f"skipping trial seed {seed}: {why}")
-    return ReplayPlan(protocol, data, strategies, unavailable, seeds, skipped)
+    return ReplayPlan(protocol, data, strategies, unavailable, seeds, skipped, references)
 
 
 def missing_tasks(plan: ReplayPlan, request: ReproduceRequest,

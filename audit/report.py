@@ -129,7 +129,8 @@ def _references(report: dict[str, Any]) -> Section:
         replayed = report["protocol"]["aubc_variant"]
         mismatch = "" if r["aubc_variant"] == replayed else \
             f" (published with AUBC variant {r['aubc_variant']}, replayed with {replayed})"
-        items.append(Item(f"{c['strategy']}: {r['paper']} {r['table']}, row '{r['row']}' ({r['source']}){mismatch}{extra}"))
+        row = f", row '{r['row']}'" if r["row"] else ""  # a user's table may have no row labels
+        items.append(Item(f"{c['strategy']}: {r['paper']} {r['table']}{row} ({r['source']}){mismatch}{extra}"))
     return Section("Published references", tuple(items))
 
 

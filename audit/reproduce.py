@@ -21,7 +21,7 @@ from audit.diagnose.counterfactual import diagnose_cell, is_discrepant, not_diag
 from audit.diagnose.detectors import lint
 from audit.metrics import get_variant
 from audit.protocols import Protocol
-from audit.references import Reference, load_references
+from audit.references import Reference, load_references, select
 from audit.replay import ReplayPlan, ReproduceRequest, execute_replay, plan_replay
 from audit.report_files import write_report
 from audit.runner import TrialResult
@@ -44,23 +44,28 @@ def _nan_to_none(value: float | None) -> float | None:
 
 
 
-def pick_reference(protocol: Protocol, dataset: str, strategy: str) -> Reference | None:
-    """The published number a cell is compared with, by the protocol's table preference."""
-    refs = [r for r in load_references(paper=protocol.reference_paper, dataset=dataset, strategy=strategy,
-                                       metric=protocol.aubc_metric, batch_size=protocol.batch_size)
-            if r.mean is not None]
+def pick_reference(protocol: Protocol, dataset: str, strategy: str,
+                   table: list[Reference] | None = None) -> Reference | None:
+    """The published number a cell is compared with, by the protocol's table preference;
+    from a user's ``table`` when one is given (any paper), else from reference_results/."""
+    wanted = {"dataset": dataset, "strategy": strategy, "metric": protocol.aubc_metric,
+              "batch_size": protocol.batch_size}
+    found = (select(table, **wanted) if table is not None
+             else load_references(paper=protocol.reference_paper, **wanted))
+    refs = [r for r in found if r.mean is not None]
     rank = {t: i for i, t in enumerate(protocol.reference_tables)}
     refs.sort(key=lambda r: rank.get(r.table, len(rank)))
     return refs[0] if refs else None
 
 
-def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialResult]) -> dict[str, Any]:
+def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialResult],
+          table: list[Reference] | None = None) -> dict[str, Any]:
     spec = protocol.strategy(strategy)
     oracle = oracles.is_oracle(spec.implementation)
     cls = oracles.oracle_class(spec.implementation) if oracle else adapters.strategy_class(spec.implementation)
     ok = [r for r in results if r.status == "ok"]
     summary = summarise([r.aubc for r in ok], protocol.sd_ddof)
-    ref = pick_reference(protocol, dataset, strategy)
+    ref = pick_reference(protocol, dataset, strategy, table)
     published = ref.mean_fraction if ref else None
     query_model = protocol.query_model_for(spec)
     verdict_text = verdict(summary, published) if ok else "no successful trials"
@@ -126,7 +131,7 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
         cells, per_trial, curves = [], [], {}
         for sid in plan.strategies:
             results = store.trials(protocol.name, name, sid, fingerprint, seeds)
-            cells.append(_cell(protocol, name, sid, results))
+            cells.append(_cell(protocol, name, sid, results, plan.references))
             per_trial += [{"strategy": sid, "trial_seed": r.trial_seed, "aubc": r.aubc, "status": r.status,
                            "query_hash": r.query_hash} for r in results]
             curve = _curves(results)
@@ -138,7 +143,7 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
             elif protocol.released:
                 cell["diagnosis"] = diagnose_cell(protocol, name, cell, request, store, log)
         for sid, reason in plan.unavailable.items():
-            ref = pick_reference(protocol, name, sid)
+            ref = pick_reference(protocol, name, sid, plan.references)
             implementation = protocol.strategy(sid).implementation
             cells.append({"strategy": sid, "status": "unavailable", "reason": reason,
                           "implementation": implementation, "library": "-",

@@ -103,7 +103,7 @@ def test_mean_fraction_and_printed_digits():
 @pytest.mark.parametrize("line, problem", [
     ("p,T,r,sonar,uniform,1,accuracy,150,,100,percent,v,", "outside the percent range"),
     ("p,T,r,sonar,uniform,1,accuracy,0.5,-1,100,fraction,v,", "sd -1.0 is not >= 0"),
-    ("p,T,r,sonar,uniform,1,accuracy,abc,,100,fraction,v,", "could not convert"),
+    ("p,T,r,sonar,uniform,1,accuracy,abc,,100,fraction,v,", "mean 'abc' is not a number"),
     ("p,T,r,sonar,uniform,1,auc,0.5,,100,fraction,v,", "unknown metric"),
     ("p,T,r,sonar,uniform,1,accuracy,0.5,,100,fraction,v", "12 cells"),
 ])
