@@ -276,3 +276,29 @@ def test_non_positive_batch_size_is_rejected(tmp_path, value):
 
 def test_non_numeric_batch_size_gives_audit_error(tmp_path):
     error_of(write(tmp_path, replace_once(LU2023_TEXT, "batch_size = 1", 'batch_size = "two"')))
+
+
+def test_a_file_extending_a_protocol_adds_strategies_and_keeps_every_other_knob(tmp_path, lu2023):
+    path = tmp_path / "mine.toml"
+    path.write_text('extends = "lu2023"\nname = "mine"\n[split]\ntest_ratio = 0.3\n'
+                    '[strategies.margin-again]\nimplementation = "native.margin"\nquery_model = "task"\n'
+                    '[strategies.uniform]\nimplementation = "native.uniform"\n')
+    mine = load_protocol(path)
+    assert mine.name == "mine" and mine.split.test_ratio == 0.3
+    assert mine.split.pool_order == lu2023.split.pool_order and mine.task_model == lu2023.task_model
+    assert set(mine.strategies) == set(lu2023.strategies) | {"margin-again"}
+    assert mine.strategy("uniform").params == {}  # a strategy it names replaces the base's whole entry
+    assert mine.spec_hash != lu2023.spec_hash
+
+
+def test_extends_chains_resolve_relative_to_the_file_and_loops_are_refused(tmp_path):
+    (tmp_path / "a.toml").write_text('extends = "lu2023"\nname = "a"\n')
+    (tmp_path / "b.toml").write_text('extends = "a.toml"\nname = "b"\n')
+    assert load_protocol(tmp_path / "b.toml").reference_paper == "lu2023"
+    (tmp_path / "c.toml").write_text('extends = "d.toml"\nname = "c"\n')
+    (tmp_path / "d.toml").write_text('extends = "c.toml"\nname = "d"\n')
+    with pytest.raises(AuditError, match="in a loop"):
+        load_protocol(tmp_path / "c.toml")
+    (tmp_path / "e.toml").write_text('extends = "nonesuch"\nname = "e"\n')
+    with pytest.raises(AuditError, match="unknown protocol 'nonesuch'"):
+        load_protocol(tmp_path / "e.toml")

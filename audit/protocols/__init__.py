@@ -200,8 +200,12 @@ def available_protocols() -> list[str]:
     return sorted(p.stem for p in PROTOCOL_DIR.glob("*.toml"))
 
 
-def load_protocol(name_or_path: str | Path) -> Protocol:
-    """Load a shipped protocol by name, or any protocol file by path."""
+MAX_EXTENDS = 4  # protocol files extending others, at most this deep
+
+
+def _protocol_path(name_or_path: str | Path, relative_to: Path | None = None) -> Path:
+    """A shipped protocol's file by name, or a protocol file by path (relative to the
+    extending file when one extends another)."""
     path = Path(name_or_path)
     if path.suffix != ".toml":
         path = PROTOCOL_DIR / f"{name_or_path}.toml"
@@ -209,8 +213,42 @@ def load_protocol(name_or_path: str | Path) -> Protocol:
             raise AuditError(
                 f"unknown protocol '{name_or_path}'; known: {', '.join(available_protocols())}"
             )
+    elif relative_to is not None and not path.is_absolute():
+        path = relative_to.parent / path
+    return path
+
+
+def _read(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A protocol file's data; ``extends = "NAME"`` starts from that protocol's data, this
+    file's tables merged over it (a strategy it names replaces the base's whole entry)."""
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise AuditError(f"cannot read protocol {path}: {exc}") from None
-    return _parse(data, path)
+    base_name = data.pop("extends", None)
+    if base_name is None:
+        return data
+    if not isinstance(base_name, str):
+        raise AuditError(f"{path.name}: extends must be a protocol name or file, not {base_name!r}")
+    base_path = _protocol_path(base_name, path)
+    if base_path.resolve() in chain or len(chain) >= MAX_EXTENDS:
+        raise AuditError(f"{path.name}: extends {base_name!r} in a loop or more than {MAX_EXTENDS} deep")
+    return _merge(_read(base_path, chain + (path.resolve(),)), data)
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if key == "strategies" and isinstance(value, dict):
+            merged[key] = {**base.get(key, {}), **value}
+        elif isinstance(value, dict) and isinstance(base.get(key), dict):
+            merged[key] = _merge(base[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_protocol(name_or_path: str | Path) -> Protocol:
+    """Load a shipped protocol by name, or any protocol file by path (which may extend one)."""
+    path = _protocol_path(name_or_path)
+    return _parse(_read(path), path)
