@@ -1,10 +1,11 @@
 """Transcribe published AUBC tables from the paper texts into reference_results/*.csv.
 
 Usage (from the repo root):
-    uv run python reference_results/transcribe.py [PAPERS_DIR] [--out OUT_DIR]
+    uv run python reference_results/transcribe.py [PAPERS_DIR] [--references DIR] [--out OUT_DIR]
 
-PAPERS_DIR defaults to ../shared/papers relative to the repo root; OUT_DIR defaults to
-this directory. Every number is copied as printed (digits kept, no rescaling).
+PAPERS_DIR defaults to ../shared/papers relative to the repo root, DIR (published figures
+outside the papers) to ../shared/references; OUT_DIR defaults to this directory. Every
+number is copied as printed (digits kept, no rescaling).
 """
 
 import argparse
@@ -16,6 +17,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 LU2023 = "rebenchmark-pool-based-al-binary.txt"
 ZHAN2021 = "aldataset-zhan2021-benchmark.txt"
+LU2023_REPOSITORY = "lu2023-repository-summary.csv"
+REPOSITORY_TABLE = "repository summary"
 
 COLUMNS = ["paper", "table", "row", "dataset", "strategy", "batch_size", "metric",
            "mean", "sd", "n", "scale", "aubc_variant", "note"]
@@ -209,21 +212,40 @@ def zhan2021_tables5_7(papers):
     return out
 
 
+def lu2023_repository(references):
+    """The lu2023 authors' repository Summary Table (already one row per cell, as fractions)."""
+    out = []
+    with open(references / LU2023_REPOSITORY, encoding="utf-8", newline="") as f:
+        for cells in csv.DictReader(f):
+            if cells["printed_as"] and (cells["mean"] or cells["sd"]):
+                raise ValueError(f"{LU2023_REPOSITORY}: {cells['dataset']} {cells['strategy_as_printed']} "
+                                 "has both a number and a printed word")
+            mean, notes = value(cells["printed_as"] or cells["mean"])
+            strategy, label_notes = strategy_id(cells["strategy_as_printed"])
+            notes = [*notes, *label_notes] + ([cells["note"]] if cells["note"] else [])
+            out.append(record("lu2023", REPOSITORY_TABLE, cells["dataset"], dataset_id(cells["dataset"]),
+                              strategy, mean, notes, sd=cells["sd"], scale="fraction"))
+    return out
+
+
+# output file -> (transcription, which source directory it reads: "papers" or "references")
 OUTPUTS = {
-    "lu2023_table1.csv": lu2023_table1,
-    "lu2023_table8.csv": lu2023_table8,
-    "lu2023_table9_10.csv": lu2023_tables9_10,
-    "zhan2021_tables5_7.csv": zhan2021_tables5_7,
+    "lu2023_table1.csv": (lu2023_table1, "papers"),
+    "lu2023_table8.csv": (lu2023_table8, "papers"),
+    "lu2023_table9_10.csv": (lu2023_tables9_10, "papers"),
+    "zhan2021_tables5_7.csv": (zhan2021_tables5_7, "papers"),
+    "lu2023_repository.csv": (lu2023_repository, "references"),
 }
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("papers", nargs="?", type=Path, default=REPO / ".." / "shared" / "papers")
+    parser.add_argument("--references", type=Path, default=REPO / ".." / "shared" / "references")
     parser.add_argument("--out", type=Path, default=HERE)
     args = parser.parse_args()
-    for name, transcribe in OUTPUTS.items():
-        rows = transcribe(args.papers)
+    for name, (transcribe, source) in OUTPUTS.items():
+        rows = transcribe(getattr(args, source))
         with open(args.out / name, "w", encoding="utf-8", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
             writer.writeheader()
