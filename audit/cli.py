@@ -188,6 +188,14 @@ def _lint(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lint_references(args: argparse.Namespace) -> int:
+    from audit.reference_lint import lint_references, resolve_paper
+
+    for finding in lint_references(resolve_paper(args.paper)):
+        print(finding.line())
+    return 0
+
+
 def _diagnose(args: argparse.Namespace) -> int:
     from audit.protocols import load_protocol
     from audit.reproduce import ReproduceRequest, reproduce
@@ -329,6 +337,10 @@ def build_parser() -> argparse.ArgumentParser:
     li.add_argument("--dataset", help="data set for the data-dependent detectors (pool order, duplicates...)")
     li.add_argument("--data-dir", help="directory of the LIBSVM files")
     li.set_defaults(func=_lint)
+    lr = sub.add_parser("lint-references", help="detectors that read a published table: copied columns, "
+                        "BEST/WORST labels that are not the extremes, means off [0, 1]")
+    lr.add_argument("paper", help="paper (lu2023, zhan2021) or a protocol that compares with one")
+    lr.set_defaults(func=_lint_references)
     dg = sub.add_parser("diagnose", help="detectors, then replay discrepant cells one released-code knob at a time")
     dg.add_argument("protocol", help="protocol name or .toml file")
     dg.add_argument("--dataset", required=True, help="data set name")

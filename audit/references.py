@@ -39,7 +39,7 @@ def _number(text, kind):
     return kind(text) if text else None
 
 
-def _parse(fields, source):
+def _parse(fields, source, check_range=True):
     for name in REQUIRED:
         if not fields[name]:
             raise ValueError(f"{name} is empty")
@@ -52,14 +52,14 @@ def _parse(fields, source):
                        "n": _number(fields["n"], int), "source": source})
     if ref.batch_size < 1 or (ref.n is not None and ref.n < 1):
         raise ValueError("batch_size and n must be positive")
-    if ref.mean is not None and not 0.0 <= ref.mean_fraction <= 1.0:
+    if check_range and ref.mean is not None and not 0.0 <= ref.mean_fraction <= 1.0:
         raise ValueError(f"mean {ref.mean} outside the {ref.scale} range")
     if ref.sd is not None and not ref.sd >= 0:
         raise ValueError(f"sd {ref.sd} is not >= 0")
     return ref
 
 
-def _read(path):
+def _read(path, check_range=True):
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
@@ -71,15 +71,16 @@ def _read(path):
             if len(cells) != len(COLUMNS):
                 raise ValueError(f"{source}: {len(cells)} cells, expected {len(COLUMNS)}")
             try:
-                yield _parse(dict(zip(COLUMNS, cells)), source)
+                yield _parse(dict(zip(COLUMNS, cells)), source, check_range)
             except ValueError as err:
                 raise ValueError(f"{source}: {err}") from None
 
 
 def load_references(paper=None, dataset=None, strategy=None, metric="accuracy",
-                    batch_size=None, directory=REFERENCE_DIR) -> list[Reference]:
-    """All references in `directory`/*.csv matching the given filters (None = any)."""
+                    batch_size=None, directory=REFERENCE_DIR, check_range=True) -> list[Reference]:
+    """All references in `directory`/*.csv matching the given filters (None = any).
+    check_range=False keeps means outside the AUBC range, for `audit lint-references` to list."""
     wanted = {"paper": paper, "dataset": dataset, "strategy": strategy, "metric": metric,
               "batch_size": batch_size}
-    return [ref for path in sorted(Path(directory).glob("*.csv")) for ref in _read(path)
+    return [ref for path in sorted(Path(directory).glob("*.csv")) for ref in _read(path, check_range)
             if all(v is None or getattr(ref, k) == v for k, v in wanted.items())]
