@@ -122,9 +122,35 @@ def _datasets(args: argparse.Namespace) -> int:
         for name in args.fetch:
             print(f"{name}: {fetch(name)}")
         return 0
+    if args.split:
+        from audit.protocols import load_protocol  # imports scikit-learn: seconds, so only when asked
+
+        protocol = load_protocol(args.split)
     print(f"data directory: {resolve_data_dir(args.data_dir)}")
-    print(format_registry_table([dataset_status(name, args.data_dir) for name in REGISTRY]))
+    statuses = [dataset_status(name, args.data_dir) for name in REGISTRY]
+    if args.split:
+        for status in statuses:
+            if status["status"] == "ok":
+                status["test_in_train"] = _test_in_train(protocol, status["name"], args.data_dir)
+    print(format_registry_table(statuses))
+    split = f"the {args.split} split of trial seed 0" if args.split else "give --split PROTOCOL"
+    print(f"dup rows: rows equal (features and label) to an earlier row; test in train: test rows whose feature "
+          f"vector is also a training row's ({split})")
     return 0
+
+
+def _test_in_train(protocol, name: str, data_dir: str | None) -> int | None:
+    """None when the protocol skips trial seed 0 on this data set."""
+    import numpy as np
+
+    from audit.datasets import load_dataset, test_rows_seen_in_training
+    from audit.splits import make_split
+
+    data = load_dataset(name, data_dir)
+    split = make_split(protocol, data.y, 0)
+    if isinstance(split, str):
+        return None
+    return test_rows_seen_in_training(data.X, split.test, np.concatenate([split.labeled, split.pool]))
 
 
 def _protocols(args: argparse.Namespace) -> int:
@@ -297,6 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     ds = sub.add_parser("datasets", help="the data-set registry with presence and checksum status")
     ds.add_argument("--data-dir", help="directory of the LIBSVM files")
     ds.add_argument("--fetch", nargs="+", metavar="NAME", help="download data sets into the user cache")
+    ds.add_argument("--split", metavar="PROTOCOL", help="also count test rows also in training, on this "
+                    "protocol's split of trial seed 0 (e.g. lu2023)")
     ds.set_defaults(func=_datasets)
 
     st = sub.add_parser("strategies", help="the capability matrix: every strategy, its binding and status")

@@ -228,6 +228,39 @@ def lu2023_repository(references):
     return out
 
 
+PROPERTY_COLUMNS = ["paper", "table", "row", "dataset", "d", "n", "classes", "imbalance_ratio", "note"]
+ZHAN_TABLE2_NAMES = {  # zhan2021 Table 2's long names -> registry ids
+    "Breast Cancer": "breast", "Statlog (Australian)": "australian", "Statlog (German)": "german",
+    "MUSK (Clean1)": "clean1", "Molecular Biology (Splice)": "splice", "Statlog (Vehicle)": "vehicle",
+    "Gaussian Cloud Balance": "gcloudb", "Gaussian Cloud Unbalance": "gcloudub",
+    "XOR (Checkerboard2$\\times$2)": "checkerboard",
+}
+
+
+def zhan2021_table2(papers):
+    """zhan2021 Table 2: d, n and K of its 20 data sets (n printed with thousands commas)."""
+    _, rows = read_table(papers / ZHAN2021, "Table 2")
+    return [{"paper": "zhan2021", "table": "Table 2", "row": label,
+             "dataset": dataset_id(ZHAN_TABLE2_NAMES.get(label, label)), "d": d, "n": n.replace(",", ""),
+             "classes": k, "imbalance_ratio": "", "note": "n printed with a thousands comma" if "," in n else ""}
+            for label, _properties, d, n, k, _source, _literature in rows]
+
+
+def lu2023_table5(papers):
+    """lu2023 Table 5 (revision of [60]'s Table 2): `[60] -> new version` of r (IR), d and n;
+    the left side is a zhan2021 row as lu2023 quotes it, the right side lu2023's."""
+    _, rows = read_table(papers / LU2023, "Table 5")
+    out = []
+    for label, _property, *cells in rows:
+        split = [cell.split(ARROW.strip()) for cell in cells]
+        for side, (paper, table) in enumerate((("zhan2021", "lu2023 Table 5"), ("lu2023", "Table 5"))):
+            ratio, d, n = (parts[side] if len(parts) == 2 else parts[0] for parts in split)
+            out.append({"paper": paper, "table": table, "row": label, "dataset": dataset_id(label), "d": d,
+                        "n": n, "classes": "", "imbalance_ratio": ratio,
+                        "note": "left of the arrow" if side == 0 else "right of the arrow (new version)"})
+    return out
+
+
 # output file -> (transcription, which source directory it reads: "papers" or "references")
 OUTPUTS = {
     "lu2023_table1.csv": (lu2023_table1, "papers"),
@@ -235,6 +268,11 @@ OUTPUTS = {
     "lu2023_table9_10.csv": (lu2023_tables9_10, "papers"),
     "zhan2021_tables5_7.csv": (zhan2021_tables5_7, "papers"),
     "lu2023_repository.csv": (lu2023_repository, "references"),
+}
+# Data-set properties as the papers print them (a subdirectory: not AUBC references)
+PROPERTY_OUTPUTS = {
+    "dataset_properties/zhan2021_table2.csv": zhan2021_table2,
+    "dataset_properties/lu2023_table5.csv": lu2023_table5,
 }
 
 
@@ -244,10 +282,13 @@ def main():
     parser.add_argument("--references", type=Path, default=REPO / ".." / "shared" / "references")
     parser.add_argument("--out", type=Path, default=HERE)
     args = parser.parse_args()
-    for name, (transcribe, source) in OUTPUTS.items():
-        rows = transcribe(getattr(args, source))
+    jobs = [(name, transcribe, getattr(args, source), COLUMNS) for name, (transcribe, source) in OUTPUTS.items()]
+    jobs += [(name, transcribe, args.papers, PROPERTY_COLUMNS) for name, transcribe in PROPERTY_OUTPUTS.items()]
+    for name, transcribe, source, columns in jobs:
+        rows = transcribe(source)
+        (args.out / name).parent.mkdir(exist_ok=True)
         with open(args.out / name, "w", encoding="utf-8", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+            writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
             writer.writeheader()
             writer.writerows(rows)
         print(f"{name}: {len(rows)} rows")

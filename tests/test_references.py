@@ -14,6 +14,7 @@ ROW_COUNTS = {
     "zhan2021_tables5_7.csv": 2160,
     "lu2023_repository.csv": 494,
 }
+PROPERTY_FILES = ["dataset_properties/zhan2021_table2.csv", "dataset_properties/lu2023_table5.csv"]
 
 
 def cell(table, paper, dataset, strategy, row=None, metric="accuracy", batch_size=None):
@@ -155,7 +156,7 @@ def test_transcription_reproduces_the_csv_files(tmp_path):
     subprocess.run([sys.executable, script, PAPERS, "--references", SHARED_REFERENCES,
                     "--out", tmp_path], check=True, capture_output=True)
     assert {p.name for p in tmp_path.glob("*.csv")} == set(ROW_COUNTS)
-    for name in ROW_COUNTS:
+    for name in [*ROW_COUNTS, *PROPERTY_FILES]:
         assert (tmp_path / name).read_bytes() == (REFERENCE_DIR / name).read_bytes(), name
 
 
