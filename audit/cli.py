@@ -125,9 +125,35 @@ def _datasets(args: argparse.Namespace) -> int:
         for name in args.fetch:
             print(f"{name}: {fetch(name)}")
         return 0
+    if args.split:
+        from audit.protocols import load_protocol  # imports scikit-learn: seconds, so only when asked
+
+        protocol = load_protocol(args.split)
     print(f"data directory: {resolve_data_dir(args.data_dir)}")
-    print(format_registry_table([dataset_status(name, args.data_dir) for name in REGISTRY]))
+    statuses = [dataset_status(name, args.data_dir) for name in REGISTRY]
+    if args.split:
+        for status in statuses:
+            if status["status"] == "ok":
+                status["test_in_train"] = _test_in_train(protocol, status["name"], args.data_dir)
+    print(format_registry_table(statuses))
+    split = f"the {args.split} split of trial seed 0" if args.split else "give --split PROTOCOL"
+    print(f"dup rows: rows equal (features and label) to an earlier row; test in train: test rows whose feature "
+          f"vector is also a training row's ({split})")
     return 0
+
+
+def _test_in_train(protocol, name: str, data_dir: str | None) -> int | None:
+    """None when the protocol skips trial seed 0 on this data set."""
+    import numpy as np
+
+    from audit.datasets import load_dataset, test_rows_seen_in_training
+    from audit.splits import make_split
+
+    data = load_dataset(name, data_dir)
+    split = make_split(protocol, data.y, 0)
+    if isinstance(split, str):
+        return None
+    return test_rows_seen_in_training(data.X, split.test, np.concatenate([split.labeled, split.pool]))
 
 
 def _protocols(args: argparse.Namespace) -> int:
@@ -201,6 +227,14 @@ def _lint(args: argparse.Namespace) -> int:
 
     data = load_dataset(args.dataset, args.data_dir) if args.dataset else None
     for finding in lint(load_protocol(args.protocol), data):
+        print(finding.line())
+    return 0
+
+
+def _lint_references(args: argparse.Namespace) -> int:
+    from audit.reference_lint import lint_references, resolve_paper
+
+    for finding in lint_references(resolve_paper(args.paper)):
         print(finding.line())
     return 0
 
@@ -315,6 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
     ds = sub.add_parser("datasets", help="the data-set registry with presence and checksum status")
     ds.add_argument("--data-dir", help="directory of the LIBSVM files")
     ds.add_argument("--fetch", nargs="+", metavar="NAME", help="download data sets into the user cache")
+    ds.add_argument("--split", metavar="PROTOCOL", help="also count test rows also in training, on this "
+                    "protocol's split of trial seed 0 (e.g. lu2023)")
     ds.set_defaults(func=_datasets)
 
     st = sub.add_parser("strategies", help="the capability matrix: every strategy, its binding and status")
@@ -355,6 +391,10 @@ def build_parser() -> argparse.ArgumentParser:
     li.add_argument("--dataset", help="data set for the data-dependent detectors (pool order, duplicates...)")
     li.add_argument("--data-dir", help="directory of the LIBSVM files")
     li.set_defaults(func=_lint)
+    lr = sub.add_parser("lint-references", help="detectors that read a published table: copied columns, "
+                        "BEST/WORST labels that are not the extremes, means off [0, 1]")
+    lr.add_argument("paper", help="paper (lu2023, zhan2021) or a protocol that compares with one")
+    lr.set_defaults(func=_lint_references)
     dg = sub.add_parser("diagnose", help="detectors, then replay discrepant cells one released-code knob at a time")
     dg.add_argument("protocol", help="protocol name or .toml file")
     dg.add_argument("--dataset", required=True, help="data set name")

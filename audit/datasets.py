@@ -389,7 +389,8 @@ def dataset_status(name: str, data_dir: str | os.PathLike | None = None) -> dict
     file (only for an unknown name); the reason goes into ``problem``."""
     info = get_info(name)
     out: dict = {"name": info.name, "present": False, "verified": None, "path": None,
-                 "label_runs": None, "status": "missing", "problem": None}
+                 "label_runs": None, "duplicate_rows": None, "status": "missing", "problem": None,
+                 "paper_differences": property_differences(info)}
     out.update((k, v) for k, v in asdict(info).items() if k != "name")
     try:
         path = resolve_data_dir(data_dir) / info.file
@@ -404,7 +405,9 @@ def dataset_status(name: str, data_dir: str | os.PathLike | None = None) -> dict
         if not out["verified"]:
             return {**out, "status": "checksum mismatch",
                     "problem": f"checksum mismatch for {path}; the file is corrupt or not the published version"}
-        out["label_runs"] = label_runs(load_dataset(info.name, path.parent).y)
+        data = load_dataset(info.name, path.parent)
+        out["label_runs"] = label_runs(data.y)
+        out["duplicate_rows"] = duplicate_rows(data.X, data.y)
     except DataError as e:
         return {**out, "status": "unreadable", "problem": str(e)}
     out["status"] = "ok"
@@ -504,21 +507,83 @@ def _download(url: str, out: BinaryIO, max_bytes: int) -> str:
 
 def format_registry_table(statuses: list[dict]) -> str:
     """Render dataset_status() rows as a fixed-width table."""
-    header = ("name", "task", "n", "d", "classes", "IR", "size", "status", "label runs")
+    header = ("name", "task", "n", "d", "classes", "IR", "size", "status", "label runs", "dup rows",
+              "test in train", "vs papers")
     rows = [header]
     for s in statuses:
         counts = [c for _, c in s["class_counts"]]
         many_equal = len(counts) > 6 and len(set(counts)) == 1
         classes = f"{len(counts)}x{counts[0]}" if many_equal else "/".join(map(str, counts))
         status = s.get("status") or ("ok" if s.get("verified") else "missing")
-        runs = s.get("label_runs")
-        rows.append((s["name"], s["task"], str(s["n"]), str(s["d"]), classes,
-                     f"{s['imbalance_ratio']:.2f}", s["size"], status, "-" if runs is None else str(runs)))
+        counts = [s.get(key) for key in ("label_runs", "duplicate_rows", "test_in_train")]
+        differs = s.get("paper_differences")
+        papers = ("differs" + " (!)" * any(d.endswith("(no paper agrees)") for d in differs)) if differs else "ok"
+        rows.append((s["name"], s["task"], str(s["n"]), str(s["d"]), classes, f"{s['imbalance_ratio']:.2f}",
+                     s["size"], status, *("-" if c is None else str(c) for c in counts), papers))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    right = {2, 3, 5, 8}
+    right = {2, 3, 5, 8, 9, 10}
 
     def line(cells: tuple[str, ...]) -> str:
         return "  ".join(c.rjust(w) if i in right else c.ljust(w)
                          for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
-    return "\n".join([line(header), line(tuple("-" * w for w in widths))] + [line(r) for r in rows[1:]])
+    flags = [f"{s['name']}: {d}" for s in statuses for d in s.get("paper_differences") or []]
+    notes = ["", "Properties that differ from the papers (zhan2021 Table 2; [60]'s Table 2 -> new version in "
+             "lu2023 Table 5); (!) = no paper agrees: replays on that file cannot be compared trial by trial "
+             "with the papers' runs:", *flags] if flags else []
+    return "\n".join([line(header), line(tuple("-" * w for w in widths))] + [line(r) for r in rows[1:]] + notes)
+
+
+PROPERTIES_DIR = REPO_ROOT / "reference_results" / "dataset_properties"
+# What a paper row prints -> the DatasetInfo field it is compared with.
+PRINTED_PROPERTIES = {"n": "n", "d": "d", "classes": "n_classes", "imbalance_ratio": "imbalance_ratio"}
+
+
+@functools.lru_cache(maxsize=1)
+def paper_properties() -> tuple[dict[str, str], ...]:
+    """The data-set properties the papers print (reference_results/dataset_properties/*.csv)."""
+    import csv
+
+    rows: list[dict[str, str]] = []
+    for path in sorted(PROPERTIES_DIR.glob("*.csv")):
+        with open(path, encoding="utf-8", newline="") as f:
+            rows += [{**row, "source": f"{path.name}:{i}"} for i, row in enumerate(csv.DictReader(f), 2)]
+    return tuple(rows)
+
+
+def _agrees(printed: str, value: float) -> bool:
+    """Equal up to one unit of the printed last digit (lu2023 prints [60]'s IR 2.78 as 2)."""
+    decimals = len(printed.partition(".")[2])
+    return abs(float(printed) - value) < 10 ** -decimals
+
+
+def property_differences(info: DatasetInfo) -> list[str]:
+    """One line per property where the file differs from a paper's table, e.g.
+    'd 18 vs 9 (zhan2021 lu2023 Table 5, lu2023 Table 5)'; '(no paper agrees)' when none prints it so."""
+    lines = []
+    for printed, field in PRINTED_PROPERTIES.items():
+        value = getattr(info, field)
+        stated = [row for row in paper_properties() if row["dataset"] == info.name and row[printed]]
+        differ = [row for row in stated if not _agrees(row[printed], value)]
+        if differ:
+            where = ", ".join(f"{row[printed]} in {row['paper']} {row['table']}" for row in differ)
+            agree = [f"{row['paper']} {row['table']}" for row in stated if row not in differ]
+            lines.append(f"{printed} {value:g} vs {where}" + (f" (agrees with {', '.join(agree)})" if agree
+                                                               else " (no paper agrees)"))
+    return lines
+
+
+def incomparable(info: DatasetInfo) -> bool:
+    """True when some property of the file agrees with no paper: the papers' runs used another file."""
+    return any(line.endswith("(no paper agrees)") for line in property_differences(info))
+
+
+def duplicate_rows(X: np.ndarray, y: np.ndarray) -> int:
+    """Rows equal (features and label) to an earlier row of the file."""
+    return int(len(y) - len(np.unique(np.column_stack([X, y]), axis=0)))
+
+
+def test_rows_seen_in_training(X: np.ndarray, test: np.ndarray, train: np.ndarray) -> int:
+    """Test rows whose feature vector is also a training row's: the model is tested on points it saw."""
+    _, codes = np.unique(X, axis=0, return_inverse=True)
+    return int(np.isin(codes[test], codes[train]).sum())

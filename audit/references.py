@@ -50,7 +50,7 @@ def _number(fields, name, kind):
         raise ValueError(f"{name} {text!r} is not {'an integer' if kind is int else 'a number'}") from None
 
 
-def _parse(fields, source):
+def _parse(fields, source, check_range=True):
     for name in REQUIRED:
         if not fields[name]:
             raise ValueError(f"{name} is empty")
@@ -63,7 +63,7 @@ def _parse(fields, source):
                        "n": _number(fields, "n", int), "source": source})
     if (ref.batch_size is not None and ref.batch_size < 1) or (ref.n is not None and ref.n < 1):
         raise ValueError("batch_size and n must be positive")
-    if ref.mean is not None and not 0.0 <= ref.mean_fraction <= 1.0:
+    if check_range and ref.mean is not None and not 0.0 <= ref.mean_fraction <= 1.0:
         raise ValueError(f"mean {ref.mean} outside the {ref.scale} range")
     if ref.mean is not None and ref.scale == "percent" and 0 < ref.mean <= 1:
         raise ValueError(f"mean {ref.mean} on the percent scale is at most 1%: is the scale fraction?")
@@ -72,8 +72,9 @@ def _parse(fields, source):
     return ref
 
 
-def _read(path: Path, where: str | None = None):
-    """The rows of one table; ``where`` names the file in messages (default: directory/file)."""
+def _read(path: Path, where: str | None = None, check_range: bool = True):
+    """The rows of one table; ``where`` names the file in messages (default: directory/file);
+    check_range=False keeps means outside the AUBC range, for `audit lint-references` to list."""
     where = where or f"{path.parent.name}/{path.name}"
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.reader(f)
@@ -90,15 +91,17 @@ def _read(path: Path, where: str | None = None):
             if len(cells) != len(header):
                 raise ValueError(f"{source}: {len(cells)} cells, expected {len(header)}")
             try:
-                yield _parse({**dict.fromkeys(OPTIONAL, ""), **dict(zip(header, cells))}, source)
+                yield _parse({**dict.fromkeys(OPTIONAL, ""), **dict(zip(header, cells))}, source, check_range)
             except ValueError as err:
                 raise ValueError(f"{source}: {err}") from None
 
 
 def load_references(paper=None, dataset=None, strategy=None, metric="accuracy",
-                    batch_size=None, directory=REFERENCE_DIR) -> list[Reference]:
-    """All references in `directory`/*.csv matching the given filters (None = any)."""
-    return select([ref for path in sorted(Path(directory).glob("*.csv")) for ref in _read(path)],
+                    batch_size=None, directory=REFERENCE_DIR, check_range=True) -> list[Reference]:
+    """All references in `directory`/*.csv matching the given filters (None = any).
+    check_range=False keeps means outside the AUBC range, for `audit lint-references` to list."""
+    return select([ref for path in sorted(Path(directory).glob("*.csv"))
+                   for ref in _read(path, check_range=check_range)],
                   paper=paper, dataset=dataset, strategy=strategy, metric=metric, batch_size=batch_size)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 
 from audit.compare import LOW_POWER_TOLERANCE, POWER
+from audit.datasets import get_info, incomparable, property_differences
 
 CURVES_PNG = "learning_curve.png"
 FOREST_PNG = "forest_plot.png"
@@ -38,12 +39,24 @@ def provenance_lines(report: dict[str, Any]) -> list[str]:
         f"protocol {p['name']} (spec {p['spec_hash']}): {p['title']}",
         f"data set {report['dataset']['name']}: n={report['dataset']['n']}, d={report['dataset']['d']}, "
         f"sha256 {report['dataset']['sha256'][:12]}",
+        *data_property_lines(report['dataset']['name']),
         f"AUBC {p['aubc_variant']} on {p['aubc_metric']} ({p['aubc_definition']}); "
         f"SD ddof={p['sd_ddof']}; values in {p['scale']}",
         f"trial seeds {_seed_ranges(seeds['trial_seeds'])} ({len(seeds['trial_seeds'])} trials, "
         f"{len(seeds['skipped'])} seeds skipped); subsystem seeds {seeds['policy']}",
         f"libraries: {libs}; store fingerprint {report['fingerprint']}",
     ]
+
+
+def data_property_lines(name: str) -> list[str]:
+    """Where the replayed file differs from the papers' description of it (`audit datasets`)."""
+    info = get_info(name)
+    differences = property_differences(info)
+    if not differences:
+        return []
+    verdict = (": no paper describes this file, so its cells cannot be compared trial by trial with the papers' runs"
+               if incomparable(info) else "")
+    return [f"data set {name} differs from the papers: {'; '.join(differences)}{verdict}"]
 
 
 def _seed_ranges(seeds: list[int]) -> str:

@@ -1,10 +1,11 @@
 """Transcribe published AUBC tables from the paper texts into reference_results/*.csv.
 
 Usage (from the repo root):
-    uv run python reference_results/transcribe.py [PAPERS_DIR] [--out OUT_DIR]
+    uv run python reference_results/transcribe.py [PAPERS_DIR] [--references DIR] [--out OUT_DIR]
 
-PAPERS_DIR defaults to ../shared/papers relative to the repo root; OUT_DIR defaults to
-this directory. Every number is copied as printed (digits kept, no rescaling).
+PAPERS_DIR defaults to ../shared/papers relative to the repo root, DIR (published figures
+outside the papers) to ../shared/references; OUT_DIR defaults to this directory. Every
+number is copied as printed (digits kept, no rescaling).
 """
 
 import argparse
@@ -16,6 +17,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 LU2023 = "rebenchmark-pool-based-al-binary.txt"
 ZHAN2021 = "aldataset-zhan2021-benchmark.txt"
+LU2023_REPOSITORY = "lu2023-repository-summary.csv"
+REPOSITORY_TABLE = "repository summary"
 
 COLUMNS = ["paper", "table", "row", "dataset", "strategy", "batch_size", "metric",
            "mean", "sd", "n", "scale", "aubc_variant", "note"]
@@ -209,23 +212,83 @@ def zhan2021_tables5_7(papers):
     return out
 
 
+def lu2023_repository(references):
+    """The lu2023 authors' repository Summary Table (already one row per cell, as fractions)."""
+    out = []
+    with open(references / LU2023_REPOSITORY, encoding="utf-8", newline="") as f:
+        for cells in csv.DictReader(f):
+            if cells["printed_as"] and (cells["mean"] or cells["sd"]):
+                raise ValueError(f"{LU2023_REPOSITORY}: {cells['dataset']} {cells['strategy_as_printed']} "
+                                 "has both a number and a printed word")
+            mean, notes = value(cells["printed_as"] or cells["mean"])
+            strategy, label_notes = strategy_id(cells["strategy_as_printed"])
+            notes = [*notes, *label_notes] + ([cells["note"]] if cells["note"] else [])
+            out.append(record("lu2023", REPOSITORY_TABLE, cells["dataset"], dataset_id(cells["dataset"]),
+                              strategy, mean, notes, sd=cells["sd"], scale="fraction"))
+    return out
+
+
+PROPERTY_COLUMNS = ["paper", "table", "row", "dataset", "d", "n", "classes", "imbalance_ratio", "note"]
+ZHAN_TABLE2_NAMES = {  # zhan2021 Table 2's long names -> registry ids
+    "Breast Cancer": "breast", "Statlog (Australian)": "australian", "Statlog (German)": "german",
+    "MUSK (Clean1)": "clean1", "Molecular Biology (Splice)": "splice", "Statlog (Vehicle)": "vehicle",
+    "Gaussian Cloud Balance": "gcloudb", "Gaussian Cloud Unbalance": "gcloudub",
+    "XOR (Checkerboard2$\\times$2)": "checkerboard",
+}
+
+
+def zhan2021_table2(papers):
+    """zhan2021 Table 2: d, n and K of its 20 data sets (n printed with thousands commas)."""
+    _, rows = read_table(papers / ZHAN2021, "Table 2")
+    return [{"paper": "zhan2021", "table": "Table 2", "row": label,
+             "dataset": dataset_id(ZHAN_TABLE2_NAMES.get(label, label)), "d": d, "n": n.replace(",", ""),
+             "classes": k, "imbalance_ratio": "", "note": "n printed with a thousands comma" if "," in n else ""}
+            for label, _properties, d, n, k, _source, _literature in rows]
+
+
+def lu2023_table5(papers):
+    """lu2023 Table 5 (revision of [60]'s Table 2): `[60] -> new version` of r (IR), d and n;
+    the left side is a zhan2021 row as lu2023 quotes it, the right side lu2023's."""
+    _, rows = read_table(papers / LU2023, "Table 5")
+    out = []
+    for label, _property, *cells in rows:
+        split = [cell.split(ARROW.strip()) for cell in cells]
+        for side, (paper, table) in enumerate((("zhan2021", "lu2023 Table 5"), ("lu2023", "Table 5"))):
+            ratio, d, n = (parts[side] if len(parts) == 2 else parts[0] for parts in split)
+            out.append({"paper": paper, "table": table, "row": label, "dataset": dataset_id(label), "d": d,
+                        "n": n, "classes": "", "imbalance_ratio": ratio,
+                        "note": "left of the arrow" if side == 0 else "right of the arrow (new version)"})
+    return out
+
+
+# output file -> (transcription, which source directory it reads: "papers" or "references")
 OUTPUTS = {
-    "lu2023_table1.csv": lu2023_table1,
-    "lu2023_table8.csv": lu2023_table8,
-    "lu2023_table9_10.csv": lu2023_tables9_10,
-    "zhan2021_tables5_7.csv": zhan2021_tables5_7,
+    "lu2023_table1.csv": (lu2023_table1, "papers"),
+    "lu2023_table8.csv": (lu2023_table8, "papers"),
+    "lu2023_table9_10.csv": (lu2023_tables9_10, "papers"),
+    "zhan2021_tables5_7.csv": (zhan2021_tables5_7, "papers"),
+    "lu2023_repository.csv": (lu2023_repository, "references"),
+}
+# Data-set properties as the papers print them (a subdirectory: not AUBC references)
+PROPERTY_OUTPUTS = {
+    "dataset_properties/zhan2021_table2.csv": zhan2021_table2,
+    "dataset_properties/lu2023_table5.csv": lu2023_table5,
 }
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("papers", nargs="?", type=Path, default=REPO / ".." / "shared" / "papers")
+    parser.add_argument("--references", type=Path, default=REPO / ".." / "shared" / "references")
     parser.add_argument("--out", type=Path, default=HERE)
     args = parser.parse_args()
-    for name, transcribe in OUTPUTS.items():
-        rows = transcribe(args.papers)
+    jobs = [(name, transcribe, getattr(args, source), COLUMNS) for name, (transcribe, source) in OUTPUTS.items()]
+    jobs += [(name, transcribe, args.papers, PROPERTY_COLUMNS) for name, transcribe in PROPERTY_OUTPUTS.items()]
+    for name, transcribe, source, columns in jobs:
+        rows = transcribe(source)
+        (args.out / name).parent.mkdir(exist_ok=True)
         with open(args.out / name, "w", encoding="utf-8", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+            writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
             writer.writeheader()
             writer.writerows(rows)
         print(f"{name}: {len(rows)} rows")

@@ -6,12 +6,15 @@ import pytest
 from audit.references import COLUMNS, REFERENCE_DIR, load_references
 
 PAPERS = REFERENCE_DIR.parent.parent / "shared" / "papers"
+SHARED_REFERENCES = REFERENCE_DIR.parent.parent / "shared" / "references"
 ROW_COUNTS = {
     "lu2023_table1.csv": 130,
     "lu2023_table8.csv": 260,
     "lu2023_table9_10.csv": 92,
     "zhan2021_tables5_7.csv": 2160,
+    "lu2023_repository.csv": 494,
 }
+PROPERTY_FILES = ["dataset_properties/zhan2021_table2.csv", "dataset_properties/lu2023_table5.csv"]
 
 
 def cell(table, paper, dataset, strategy, row=None, metric="accuracy", batch_size=None):
@@ -35,8 +38,8 @@ def test_values_in_range_and_consistent():
         assert ref.mean is None or 0 <= ref.mean_fraction <= 1
         assert ref.sd is None or ref.sd >= 0
         assert ref.aubc_variant == f"{ref.paper}_code"
-        assert ref.scale == ("fraction" if ref.table in {"Table 5", "Table 6", "Table 7"}
-                             else "percent")
+        assert ref.scale == ("fraction" if ref.table in {"Table 5", "Table 6", "Table 7",
+                                                         "repository summary"} else "percent")
         assert ref.mean is not None or "printed as" in ref.note
 
 
@@ -71,6 +74,35 @@ def test_lu2023_notes():
     assert cell("Table 1", "lu2023", "sonar", "hintsvm").note == "WORST"
     assert "value marked *" in cell("Table 1", "lu2023", "sonar", "uniform").note
     assert "ore-Set" in cell("Table 8", "lu2023", "splice", "coreset").note
+
+
+@pytest.mark.parametrize("dataset, strategy, mean, sd, n, note", [
+    ("appendicitis", "uniform", 0.8395, 0.0363, 100, ""),
+    ("sonar", "coreset", 0.742, 0.0353, 100, ""),
+    ("tic", "infodiv", 0.872, 0.0158, 100, ""),
+    ("heart", "bso", 0.893, 0.0247, 100, ""),
+    ("phishing", "us-c", 0.946, 0.0049, 10, ""),
+    ("clean1", "vr", None, None, 100, "printed as TLE"),
+    ("checkerboard", "spal", None, None, 100, "printed as error"),
+    ("spambase", "bso", None, None, 10, "printed as TLE"),
+])
+def test_lu2023_repository_cells(dataset, strategy, mean, sd, n, note):
+    ref = cell("repository summary", "lu2023", dataset, strategy)
+    assert (ref.mean, ref.sd, ref.n, ref.scale, ref.note) == (mean, sd, n, "fraction", note)
+
+
+def test_lu2023_repository_agrees_with_the_paper_where_both_print_a_number():
+    """Table 9/10 (mean, SD) and Table 1 (mean) are the same numbers the repository prints x 100."""
+    repository = {(r.dataset, r.strategy): r for r in load_references("lu2023") if r.table == "repository summary"}
+    compared = 0
+    for ref in load_references("lu2023"):
+        printed = ref.mean is not None and ref.strategy != "avg-17"  # Avg has no repository cell
+        if ref.table in {"Table 1", "Table 9", "Table 10"} and printed:
+            other = repository[ref.dataset, ref.strategy]
+            assert round(other.mean * 100, 2) == ref.mean, ref
+            assert ref.sd is None or round(other.sd * 100, 2) == ref.sd, ref
+            compared += 1
+    assert compared == 144  # Table 1: 26 x 4 (Uniform, BSO, BEST, WORST) less 6 BSO "-"; 9/10: 46
 
 
 @pytest.mark.parametrize("table, row, dataset, strategy, batch_size, mean", [
@@ -118,11 +150,26 @@ def test_bad_rows_are_reported_with_file_and_line(tmp_path, line, problem):
 
 
 def test_transcription_reproduces_the_csv_files(tmp_path):
-    if not PAPERS.is_dir():
-        pytest.skip(f"paper texts not found at {PAPERS}")
+    if not (PAPERS.is_dir() and SHARED_REFERENCES.is_dir()):
+        pytest.skip(f"paper texts or published figures not found at {PAPERS}, {SHARED_REFERENCES}")
     script = REFERENCE_DIR / "transcribe.py"
-    subprocess.run([sys.executable, script, PAPERS, "--out", tmp_path], check=True,
-                   capture_output=True)
+    subprocess.run([sys.executable, script, PAPERS, "--references", SHARED_REFERENCES,
+                    "--out", tmp_path], check=True, capture_output=True)
     assert {p.name for p in tmp_path.glob("*.csv")} == set(ROW_COUNTS)
-    for name in ROW_COUNTS:
+    for name in [*ROW_COUNTS, *PROPERTY_FILES]:
         assert (tmp_path / name).read_bytes() == (REFERENCE_DIR / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("dataset, strategy, table, mean, sd", [
+    ("heart", "uniform", "Table 9", 80.51, 2.79),          # the paper's own table wins where it has SD
+    ("heart", "bso", "Table 10", 89.30, 2.47),
+    ("heart", "us-c", "repository summary", 0.8157, 0.0262),  # Table 1's BEST, without SD, comes last
+    ("heart", "qbc", "repository summary", 0.813, 0.0265),    # no number in the paper at all
+    ("clean1", "vr", None, None, None),                        # printed TLE: no reference
+])
+def test_lu2023_picks_the_paper_then_the_repository_table(dataset, strategy, table, mean, sd):
+    from audit.protocols import load_protocol
+    from audit.reproduce import pick_reference
+
+    ref = pick_reference(load_protocol("lu2023"), dataset, strategy)
+    assert (ref.table, ref.mean, ref.sd) == (table, mean, sd) if ref else table is None
