@@ -19,6 +19,7 @@ that trial's error, and the same seeds would fail the same way.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections import Counter, deque
@@ -109,7 +110,8 @@ class Executor:
         raise NotImplementedError
 
     def _cancel(self, handles: list[Any]) -> None:
-        """Give up handles still in flight when the caller stops early."""
+        """Give up the attempts in flight when the run stops early, without waiting for
+        any of them (``handles`` may lack one submitted just as the run stopped)."""
 
     def close(self) -> None:
         """Release workers and any cluster this executor started."""
@@ -153,9 +155,10 @@ class Executor:
                         result = failed_result(task, failures[key], f"{type(exc).__name__}: {exc}")
                     suspects.discard(key)
                     yield result
-        finally:
+        except BaseException:  # stopped early: an error, Ctrl-C, or the caller closing this generator
             self._cancel(list(in_flight))
             in_flight.clear()
+            raise
 
     def __enter__(self) -> "Executor":
         return self
@@ -193,6 +196,9 @@ def _exit_with(driver_pid: int, interval: float = 1.0) -> None:
 
 
 def _start_worker(data: dict[str, Arrays], driver_pid: int) -> None:
+    # Ctrl-C is the driver's to handle (it ends the workers), even from a forkserver that
+    # multiprocessing restarted without audit.workers' care
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _SHIPPED.update(data)
     threading.Thread(target=_exit_with, args=(driver_pid,), daemon=True, name="driver-watch").start()
 
@@ -245,7 +251,7 @@ class LocalExecutor(Executor):
         wait(futures, timeout=60)  # the pool fails every attempt it still had
         self._lost[self._generation] = sum(
             f.done() and not f.cancelled() and isinstance(f.exception(), BrokenProcessPool) for f in futures)
-        _end_broken_pool(self._pool)
+        _end_pool(self._pool)
         self._generation += 1
         self._pool = self._new_pool()
 
@@ -280,26 +286,32 @@ class LocalExecutor(Executor):
             self._generation_of.pop(handle, None)
 
     def _cancel(self, handles: list[Future]) -> None:
+        """End the pool: its workers run trials whose results nobody will collect (after a
+        Ctrl-C they would run on, as they ignore it); the next run starts a new pool."""
         for future in handles:
             future.cancel()
-            self._generation_of.pop(future, None)
+        self._generation_of.clear()
+        if self._pool is not None:
+            _end_pool(self._pool)
+            self._pool = None
 
     def close(self) -> None:
         if self._pool is not None:
             if getattr(self._pool, "_broken", False):  # broke after its last collect
-                _end_broken_pool(self._pool)
-            else:
+                _end_pool(self._pool)
+            else:  # no trial in flight: the workers exit as soon as they are told
                 self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
 
-def _end_broken_pool(pool: ProcessPoolExecutor) -> None:
-    """Shut down a pool a dead worker broke, ending its remaining workers first.
+def _end_pool(pool: ProcessPoolExecutor) -> None:
+    """Shut down a pool now, terminating its workers: never wait for a trial in flight.
 
-    The pool's own clean-up terminates the workers it knows of, then waits for them; a
-    worker that a submit racing with the break started is not among them, so it idles
-    for ever and the pool's shutdown never returns (CPython 3.11). Terminating every
-    worker of the pool (an internal mapping) avoids both.
+    For a pool a dead worker broke, the pool's own clean-up terminates the workers it
+    knows of, then waits for them; a worker that a submit racing with the break started
+    is not among them, so it idles for ever and the pool's shutdown never returns
+    (CPython 3.11). Terminating every worker of the pool (an internal mapping) avoids
+    both, and ends the trials of a run stopped early.
     """
     for process in list(getattr(pool, "_processes", {}).values()):
         if process.is_alive():

@@ -4,25 +4,54 @@ Forking the driver after OpenMP/BLAS threads have run is unsafe, so pools use a
 forkserver. Importing scikit-learn costs seconds; preloaded in the forkserver, it is
 paid once per run instead of once per worker and pool, and :func:`start_early` lets the
 CLI start the forkserver while the driver is still importing and planning.
+
+A terminal sends Ctrl-C (SIGINT) to its whole process group: the forkserver and every
+worker as well as the driver. Only the driver acts on it (it ends the workers itself):
+the forkserver is started with SIGINT ignored, a disposition that survives its exec and
+is inherited by every worker it forks. Otherwise a Ctrl-C while the forkserver imports
+its preloads ends it with a traceback, and one that reaches a worker waiting for work
+kills it holding the pool's queue lock, on which the pool's shutdown then waits for ever.
 """
 from __future__ import annotations
 
 import multiprocessing
+import signal
+import threading
 from multiprocessing.context import BaseContext
 
 PRELOAD = ("audit.runner", "audit.executors", "audit.oracles", "adapters.native")
 
 
 def context() -> BaseContext:
-    """The forkserver context, preload set (effective if the forkserver is not running yet)."""
+    """The forkserver context, its forkserver running with SIGINT ignored (started here if
+    it is not running yet, with the preload set)."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(list(PRELOAD))
+    _start_forkserver()
     return ctx
+
+
+def _start_forkserver() -> None:
+    """Start the forkserver (and the resource tracker it starts first) deaf to SIGINT.
+
+    SIGINT is blocked meanwhile, so a Ctrl-C in that moment is delivered to the driver
+    afterwards instead of being lost. Signal dispositions belong to the main thread; from
+    another one the forkserver starts as multiprocessing starts it.
+    """
+    from multiprocessing import forkserver
+
+    if threading.current_thread() is not threading.main_thread():
+        forkserver.ensure_running()
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def start_early() -> None:
     """Start the forkserver now, so its imports overlap with the driver's."""
-    from multiprocessing import forkserver
-
     context()
-    forkserver.ensure_running()
