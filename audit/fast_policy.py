@@ -41,9 +41,9 @@ class FastPathFallbackWarning(UserWarning):
     """A fast path disagreed with its scikit-learn parent in this process: every fit is the parent's."""
 
 
-def sklearn_supported(version: str = sklearn.__version__) -> bool:
-    """Is this scikit-learn version in SUPPORTED_SKLEARN?"""
-    parts = version.split(".")
+def sklearn_supported(version: str | None = None) -> bool:
+    """Is ``version`` (default: the installed scikit-learn's) in SUPPORTED_SKLEARN?"""
+    parts = (sklearn.__version__ if version is None else version).split(".")
     try:
         release = (int(parts[0]), int(parts[1]))
     except (IndexError, ValueError):

@@ -96,3 +96,28 @@ def test_the_lean_forest_checks_the_feature_count_like_scikit_learn():
     model = LeanForest(n_estimators=5, random_state=1).fit(data.X[:40], data.y[:40])
     with pytest.raises(ValueError, match="features"):
         model.predict_proba(data.X[:5, :10])
+
+
+def _raised(fit):
+    """(exception type, message) that ``fit()`` raises, with the class name made the parent's."""
+    with pytest.raises(Exception) as caught:
+        fit()
+    return type(caught.value), str(caught.value).replace("LeanForest", "RandomForestClassifier")
+
+
+@pytest.mark.parametrize("params", [{"n_estimators": 0}, {"max_depth": 0}, {"min_samples_leaf": 0},
+                                    {"max_features": 1.5}])
+def test_bad_parameters_fail_with_scikit_learns_own_error(params):
+    data = load_dataset("sonar")
+    X, y = data.X[:40], data.y[:40]
+    assert _raised(lambda: LeanForest(**params).fit(X, y)) == \
+        _raised(lambda: RandomForestClassifier(**params).fit(X, y))
+
+
+@pytest.mark.parametrize("bad", ["short y", "continuous y", "complex X"])
+def test_bad_inputs_fail_with_scikit_learns_own_error(bad):
+    data = load_dataset("sonar")
+    X, y = data.X[:40], data.y[:40]
+    X, y = {"short y": (X, y[:-1]), "continuous y": (X, np.linspace(0, 1, 40)), "complex X": (X + 1j, y)}[bad]
+    assert _raised(lambda: LeanForest(n_estimators=5).fit(X, y)) == \
+        _raised(lambda: RandomForestClassifier(n_estimators=5).fit(X, y))

@@ -134,3 +134,14 @@ def test_the_svm_specs_build_the_lean_svc():
     assert type(ModelSpec("svm-rbf", {"gamma": "auto"}).build(1)) is LeanSVC
     assert type(ModelSpec("svm-linear").build(1)) is LeanSVC
     assert type(ModelSpec("sklearn.svm.SVC").build(1)) is SVC  # a class path is taken as written
+
+
+def test_complex_features_fail_with_scikit_learns_own_error():
+    """Not the real part fitted in silence."""
+    X_all, y_all = _sonar()
+    X = X_all[:40] + 1j
+    with pytest.raises(ValueError) as reference:
+        SVC().fit(X, y_all[:40])
+    with pytest.raises(ValueError) as lean:
+        LeanSVC().fit(X, y_all[:40])
+    assert str(lean.value) == str(reference.value)
