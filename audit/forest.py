@@ -27,6 +27,7 @@ from sklearn.utils import check_random_state
 from audit.fast_policy import FastPathMixin
 
 _MAX_SEED = np.iinfo(np.int32).max
+_FLOAT32_MAX = np.finfo(np.float32).max  # the trees split float32 features
 # Parameters the lean path reproduces at these values only (RandomForestClassifier's defaults).
 _FIXED = {"bootstrap": True, "oob_score": False, "warm_start": False, "class_weight": None,
           "ccp_alpha": 0.0, "max_samples": None, "max_leaf_nodes": None, "min_weight_fraction_leaf": 0.0,
@@ -54,7 +55,8 @@ class LeanForest(FastPathMixin, RandomForestClassifier):
         return (sample_weight is None and _tree_parts() is not None
                 and all(type(params[k]) is type(v) and params[k] == v for k, v in _FIXED.items())
                 and isinstance(self.min_samples_split, numbers.Integral)
-                and isinstance(self.min_samples_leaf, numbers.Integral))
+                and isinstance(self.min_samples_leaf, numbers.Integral)
+                and np.abs(X).max() <= _FLOAT32_MAX)  # the trees' float32 copy is finite too
 
     @classmethod
     def _agrees_with_parent(cls) -> bool:

@@ -114,10 +114,11 @@ def test_bad_parameters_fail_with_scikit_learns_own_error(params):
         _raised(lambda: RandomForestClassifier(**params).fit(X, y))
 
 
-@pytest.mark.parametrize("bad", ["short y", "continuous y", "complex X"])
+@pytest.mark.parametrize("bad", ["short y", "continuous y", "complex X", "X beyond float32"])
 def test_bad_inputs_fail_with_scikit_learns_own_error(bad):
     data = load_dataset("sonar")
     X, y = data.X[:40], data.y[:40]
-    X, y = {"short y": (X, y[:-1]), "continuous y": (X, np.linspace(0, 1, 40)), "complex X": (X + 1j, y)}[bad]
+    X, y = {"short y": (X, y[:-1]), "continuous y": (X, np.linspace(0, 1, 40)), "complex X": (X + 1j, y),
+            "X beyond float32": (X * 1e39, y)}[bad]
     assert _raised(lambda: LeanForest(n_estimators=5).fit(X, y)) == \
         _raised(lambda: RandomForestClassifier(n_estimators=5).fit(X, y))
