@@ -53,9 +53,10 @@ def sklearn_supported(version: str | None = None) -> bool:
 
 def plain_inputs(X: Any, y: Any) -> bool:
     """Is (X, y) an input the parent's validation accepts as it is: X a non-empty 2-D
-    array of finite real numbers, y a 1-D integer array of X's length?"""
+    array of finite real numbers of at most 64 bits (a wider float may not fit float64),
+    y a 1-D integer array of X's length?"""
     return (type(X) is np.ndarray and X.ndim == 2 and X.shape[0] > 0 and X.shape[1] > 0
-            and X.dtype.kind in "fiu" and type(y) is np.ndarray and y.ndim == 1 and y.dtype.kind in "iu"
+            and X.dtype.kind in "fiu" and X.dtype.itemsize <= 8 and type(y) is np.ndarray and y.ndim == 1 and y.dtype.kind in "iu"
             and y.shape[0] == X.shape[0] and bool(np.isfinite(X).all()))
 
 

@@ -136,10 +136,11 @@ def test_the_svm_specs_build_the_lean_svc():
     assert type(ModelSpec("sklearn.svm.SVC").build(1)) is SVC  # a class path is taken as written
 
 
-def test_complex_features_fail_with_scikit_learns_own_error():
-    """Not the real part fitted in silence."""
+@pytest.mark.parametrize("bad", ["complex", "beyond float64"])
+def test_features_svc_refuses_fail_with_scikit_learns_own_error(bad):
+    """Not the real part, or an infinity, fitted in silence."""
     X_all, y_all = _sonar()
-    X = X_all[:40] + 1j
+    X = X_all[:40] + 1j if bad == "complex" else X_all[:40].astype(np.longdouble) * np.longdouble("1e400")
     with pytest.raises(ValueError) as reference:
         SVC().fit(X, y_all[:40])
     with pytest.raises(ValueError) as lean:
