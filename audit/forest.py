@@ -8,15 +8,15 @@ refit a forest after every query of a ~1,000-query trial, so that overhead was t
 time. :class:`LeanForest` is a ``RandomForestClassifier`` whose ``fit`` and
 ``predict_proba`` build and read the same trees through scikit-learn's own tree builder,
 with the same random draws in the same order, so trees and probabilities are
-bit-identical. It takes the lean path only for the options it reproduces (the defaults,
-with any ``n_estimators``, ``criterion``, ``max_depth``, ``max_features``,
-``min_samples_split``/``min_samples_leaf`` as integers) and only after
-:func:`lean_path_verified` has compared it with ``RandomForestClassifier`` once in this
-process; otherwise it is ``RandomForestClassifier``.
+bit-identical. It follows the fast-path policy of :mod:`audit.fast_policy` (supported
+scikit-learn releases, the forest's own parameter and input validation, a once-per-process
+self-check) and takes the lean path only for the options it reproduces (the defaults, with
+any ``n_estimators``, ``criterion``, ``max_depth``, ``max_features``,
+``min_samples_split``/``min_samples_leaf`` as integers); otherwise it is
+``RandomForestClassifier``.
 """
 from __future__ import annotations
 
-import functools
 import numbers
 
 import numpy as np
@@ -24,7 +24,10 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils import check_random_state
 
+from audit.fast_policy import FastPathMixin
+
 _MAX_SEED = np.iinfo(np.int32).max
+_FLOAT32_MAX = np.finfo(np.float32).max  # the trees split float32 features
 # Parameters the lean path reproduces at these values only (RandomForestClassifier's defaults).
 _FIXED = {"bootstrap": True, "oob_score": False, "warm_start": False, "class_weight": None,
           "ccp_alpha": 0.0, "max_samples": None, "max_leaf_nodes": None, "min_weight_fraction_leaf": 0.0,
@@ -42,24 +45,24 @@ def _tree_parts():
     return {"gini": Gini, "entropy": Entropy, "log_loss": Entropy}, BestSplitter, DepthFirstTreeBuilder, Tree
 
 
-class LeanForest(RandomForestClassifier):
+class LeanForest(FastPathMixin, RandomForestClassifier):
     """``RandomForestClassifier`` with a lean fit/predict_proba for the options listed above."""
 
-    def _lean_options(self, X, y, sample_weight) -> bool:
+    fast_path_name = "lean-forest"
+
+    def _fast_options(self, X, y, sample_weight) -> bool:
         params = self.get_params(deep=False)
         return (sample_weight is None and _tree_parts() is not None
-                and all(params.get(k, v) == v for k, v in _FIXED.items())
-                and isinstance(X, np.ndarray) and X.ndim == 2 and np.issubdtype(X.dtype, np.number)
-                and bool(np.isfinite(X).all()) and np.ndim(y) == 1
-                and self.criterion in ("gini", "entropy", "log_loss")
+                and all(type(params[k]) is type(v) and params[k] == v for k, v in _FIXED.items())
                 and isinstance(self.min_samples_split, numbers.Integral)
-                and isinstance(self.min_samples_leaf, numbers.Integral))
+                and isinstance(self.min_samples_leaf, numbers.Integral)
+                and np.abs(X).max() <= _FLOAT32_MAX)  # the trees' float32 copy is finite too
 
-    def fit(self, X, y, sample_weight=None):
-        self._lean = self._lean_options(X, y, sample_weight) and lean_path_verified()
-        return self._lean_fit(X, y) if self._lean else super().fit(X, y, sample_weight=sample_weight)
+    @classmethod
+    def _agrees_with_parent(cls) -> bool:
+        return _agrees_with_random_forest()
 
-    def _lean_fit(self, X, y):
+    def _fast_fit(self, X, y):
         criteria, splitter_class, builder_class, tree_class = _tree_parts()
         X = np.ascontiguousarray(X, dtype=np.float32)
         n_samples, n_features = X.shape
@@ -67,6 +70,7 @@ class LeanForest(RandomForestClassifier):
         self.n_classes_ = int(self.classes_.size)
         self.n_outputs_, self.n_features_in_ = 1, n_features
         self._n_samples, self._n_samples_bootstrap = n_samples, n_samples
+        self.__dict__.pop("feature_names_in_", None)  # an array has none, as validate_data resets it
         self.estimator_ = DecisionTreeClassifier()
         Y = np.ascontiguousarray(encoded.reshape(-1, 1), dtype=np.float64)
         tree_classes = np.arange(self.n_classes_, dtype=np.float64)  # a tree sees the encoded labels
@@ -101,12 +105,9 @@ class LeanForest(RandomForestClassifier):
         return self
 
     def predict_proba(self, X):
-        if not getattr(self, "_lean", False) or not isinstance(X, np.ndarray) or X.ndim != 2:
+        if self.__dict__.get("fast_path_") != self.fast_path_name:
             return super().predict_proba(X)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
-                             f"{self.n_features_in_} features as input")
-        X = np.ascontiguousarray(X, dtype=np.float32)
+        X = self._validate_X_predict(X)  # the forest's own checks: fitted, feature count, float32
         proba = np.zeros((X.shape[0], self.n_classes_), dtype=np.float64)
         for estimator in self.estimators_:  # summed in tree order, then divided, as the forest does
             proba += estimator.tree_.predict(X)[:, : self.n_classes_]
@@ -126,15 +127,12 @@ def _max_features(option, n_features: int) -> int:
     return max(1, int(option * n_features)) if option > 0 else 0
 
 
-@functools.lru_cache(maxsize=1)
-def lean_path_verified() -> bool:
+def _agrees_with_random_forest() -> bool:
     """Do lean and scikit-learn forests agree bit for bit here (trees and probabilities)?
 
-    Checked once per process on small fixed problems (two and three classes, ties in
-    the features); False sends every forest through ``RandomForestClassifier``.
+    Compared on small fixed problems (two and three classes, ties in the features), once
+    per process (:func:`audit.fast_policy.fast_path_verified`).
     """
-    if _tree_parts() is None:
-        return False
     rng = np.random.default_rng(20231)
     cases = ((2, {"n_estimators": 12}),
              (3, {"n_estimators": 7, "max_features": None, "criterion": "entropy", "max_depth": 4,
@@ -144,12 +142,9 @@ def lean_path_verified() -> bool:
         y = rng.integers(0, n_classes, size=60) * 2 + 1  # labels 1, 3, 5: encoded by the forest
         X_new = rng.normal(size=(25, 5))
         reference = RandomForestClassifier(random_state=7, **params).fit(X, y)
-        try:
-            lean = LeanForest(**reference.get_params())
-            lean._lean = True
-            lean._lean_fit(X, y)
-        except Exception:
-            return False
+        lean = LeanForest(**reference.get_params())
+        lean._fast_fit(X, y)
+        lean.fast_path_ = lean.fast_path_name
         same_trees = all(np.array_equal(getattr(a.tree_, k), getattr(b.tree_, k))
                          for a, b in zip(reference.estimators_, lean.estimators_)
                          for k in ("feature", "threshold", "value", "children_left"))

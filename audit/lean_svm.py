@@ -10,10 +10,10 @@ around libsvm (parameter validation, ``type_of_target``, dataframe checks, a fre
 input checks for inputs those checks would pass unchanged (float64, C order, finite,
 the fitted width), so every fitted attribute and every prediction is bit-identical.
 
-It takes the lean path only for a dense, finite, numeric ``X``, integer labels, no
-``sample_weight``, ``class_weight=None`` and a built-in kernel, on scikit-learn versions
-whose ``SVC.fit`` it mirrors, and only after :func:`lean_path_verified` has compared it
-with ``SVC`` in this process; everything else is plain ``SVC``.
+It follows the fast-path policy of :mod:`audit.fast_policy` (supported scikit-learn
+releases, SVC's own parameter and input validation, a once-per-process self-check) and
+takes the lean path only for at least two classes, no ``sample_weight``,
+``class_weight=None`` and a built-in kernel; everything else is plain ``SVC``.
 """
 from __future__ import annotations
 
@@ -21,14 +21,13 @@ import functools
 import warnings
 
 import numpy as np
-import sklearn
 from sklearn.svm import SVC
 from sklearn.svm._base import LIBSVM_IMPL
 from sklearn.utils import check_random_state
 
-_MIRRORED_VERSIONS = ("1.9.",)  # SVC.fit as of these releases (its probability deprecation included)
+from audit.fast_policy import FastPathMixin
+
 _KERNELS = ("linear", "poly", "rbf", "sigmoid")
-_PARAMS = tuple(SVC._parameter_constraints)
 
 
 @functools.lru_cache(maxsize=64)
@@ -37,36 +36,21 @@ def _seed_for(random_state: int) -> int:
     return int(np.random.RandomState(random_state).randint(np.iinfo("i").max))
 
 
-class LeanSVC(SVC):
+class LeanSVC(FastPathMixin, SVC):
     """``SVC`` with a lean fit and prediction path for the cases listed in the module docstring."""
 
-    def _lean_options(self, X, y, sample_weight) -> bool:
+    fast_path_name = "lean-svc"
+
+    def _fast_options(self, X, y, sample_weight) -> bool:
         return (sample_weight is None and self.class_weight is None and self.kernel in _KERNELS
-                and sklearn.__version__.startswith(_MIRRORED_VERSIONS)
-                and isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[0] > 0 and X.shape[1] > 0
-                and np.issubdtype(X.dtype, np.number) and isinstance(y, np.ndarray) and y.ndim == 1
-                and np.issubdtype(y.dtype, np.integer) and y.shape[0] == X.shape[0]
-                and bool(np.isfinite(X).all()))
+                and y.min() != y.max())  # one class: SVC's own error
 
-    def _check_params_once(self) -> None:
-        """scikit-learn's parameter validation, rerun only when a parameter changed."""
-        values = tuple(getattr(self, name) for name in _PARAMS)
-        if self.__dict__.get("_validated_params") != values:
-            self._validate_params()
-            self._validated_params = values
+    def _fast_fit(self, X: np.ndarray, y: np.ndarray) -> None:
+        self._lean_fit(np.ascontiguousarray(X, dtype=np.float64), *np.unique(y, return_inverse=True))
 
-    def fit(self, X, y, sample_weight=None):
-        lean = self._lean_options(X, y, sample_weight) and lean_path_verified()
-        self._lean_fitted = False
-        if not lean:
-            return super().fit(X, y, sample_weight=sample_weight)
-        classes, codes = np.unique(y, return_inverse=True)
-        if classes.size < 2:
-            return super().fit(X, y)  # scikit-learn's own error
-        self._check_params_once()
-        self._lean_fit(np.ascontiguousarray(X, dtype=np.float64), classes, codes)
-        self._lean_fitted = True
-        return self
+    @classmethod
+    def _agrees_with_parent(cls) -> bool:
+        return _agrees_with_svc()
 
     def _lean_fit(self, X: np.ndarray, classes: np.ndarray, codes: np.ndarray) -> None:
         """The steps of SVC.fit for this case, in its order, with its private helpers."""
@@ -84,7 +68,7 @@ class LeanSVC(SVC):
         if self.probability != "deprecated":
             warnings.warn("The `probability` parameter was deprecated in 1.9 and will be removed in version "
                           "1.11. Use `CalibratedClassifierCV(SVC(), ensemble=False)` instead of "
-                          "`SVC(probability=True)`", FutureWarning, stacklevel=3)
+                          "`SVC(probability=True)`", FutureWarning, stacklevel=4)
         else:
             self._effective_probability = False
         if self.gamma == "scale":
@@ -108,8 +92,8 @@ class LeanSVC(SVC):
         self.n_iter_ = self._num_iter
 
     def _validate_for_predict(self, X):
-        if (self.__dict__.get("_lean_fitted") and isinstance(X, np.ndarray) and X.dtype == np.float64
-                and X.ndim == 2 and X.flags.c_contiguous and X.shape[0] > 0
+        if (self.__dict__.get("fast_path_") == self.fast_path_name and isinstance(X, np.ndarray)
+                and X.dtype == np.float64 and X.ndim == 2 and X.flags.c_contiguous and X.shape[0] > 0
                 and X.shape[1] == self.n_features_in_ and bool(np.isfinite(X).all())):
             return X  # what scikit-learn's checks would return for it
         return super()._validate_for_predict(X)
@@ -120,16 +104,13 @@ _FITTED = ("support_", "support_vectors_", "_n_support", "dual_coef_", "intercep
            "shape_fit_", "_gamma", "n_features_in_")
 
 
-@functools.lru_cache(maxsize=1)
-def lean_path_verified() -> bool:
+def _agrees_with_svc() -> bool:
     """Do LeanSVC and SVC agree bit for bit here (fitted attributes and predictions)?
 
-    Checked once per process on small fixed problems (two and three classes, kernels,
-    gammas, with and without Platt scaling, an int and the global seed); False sends
-    every fit through ``SVC``.
+    Compared on small fixed problems (two and three classes, kernels, gammas, with and
+    without Platt scaling, an int and the global seed), once per process
+    (:func:`audit.fast_policy.fast_path_verified`).
     """
-    if not sklearn.__version__.startswith(_MIRRORED_VERSIONS):
-        return False
     rng = np.random.default_rng(515)
     cases = ((2, {"kernel": "rbf", "gamma": "auto", "probability": True, "random_state": 3}),
              (2, {"kernel": "linear", "C": 0.5}),
@@ -147,15 +128,13 @@ def lean_path_verified() -> bool:
             np.random.seed(11)
             lean = LeanSVC(**params)
             try:
-                lean._check_params_once()
-                lean._lean_fit(X.copy(), *np.unique(y, return_inverse=True))
-                lean._lean_fitted = True
+                lean._validate_params_once()
+                lean._fast_fit(X.copy(), y)
+                lean.fast_path_ = lean.fast_path_name
                 outputs = [(reference.predict(X_new), lean.predict(X_new)),
                            (reference.decision_function(X_new), lean.decision_function(X_new))]
                 if params.get("probability"):
                     outputs.append((reference.predict_proba(X_new), lean.predict_proba(X_new)))
-            except Exception:
-                return False
             finally:
                 np.random.set_state(global_state)
         same_fit = all(np.array_equal(np.asarray(getattr(reference, k)), np.asarray(getattr(lean, k)))

@@ -128,7 +128,7 @@ class Section:
 def report_sections(report: dict[str, Any]) -> list[Section]:
     """The list sections of a report, in order; empty ones are left out."""
     sections = [_references(report), _diagnosis(report), _findings(report), _trial_errors(report),
-                _warnings(report), _skipped(report)]
+                _warnings(report), _fit_paths(report), _skipped(report)]
     return [s for s in sections if s.items]
 
 
@@ -182,6 +182,14 @@ def _trial_errors(report: dict[str, Any]) -> Section:
 def _warnings(report: dict[str, Any]) -> Section:
     return Section("Library warnings (recorded during trials)", tuple(
         Item(f"{c['strategy']}: {w}") for c in report["strategies"] for w in c.get("warnings") or []))
+
+
+def _fit_paths(report: dict[str, Any]) -> Section:
+    return Section("Fit paths", tuple(
+        Item(f"{c['strategy']}: " + ", ".join(f"{path} ({n} trials)" for path, n in c["fast_paths"].items()))
+        for c in report["strategies"] if c.get("fast_paths")),
+        "Which code fitted each trial's models: a bit-identical fast path (lean-svc, lean-forest) or "
+        "scikit-learn's own (library); see docs/performance.md.")
 
 
 def _skipped(report: dict[str, Any]) -> Section:

@@ -2,6 +2,7 @@
 the discrepant ones, write the report."""
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 import sys
@@ -87,6 +88,8 @@ def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialRe
         "detectable_difference": _nan_to_none(detectable_difference(summary)),
         "reference": None, "welch": None,
         "warnings": sorted({w for r in results for w in r.warnings}),
+        # {fit path: trials}: the bit-identical fast paths or scikit-learn's own code (audit.fast_policy)
+        "fast_paths": dict(sorted(collections.Counter(r.fast_path or "not recorded" for r in results).items())),
     }
     if ref:
         cell["reference"] = {"paper": ref.paper, "table": ref.table, "row": ref.row, "source": ref.source,

@@ -28,6 +28,7 @@ from threadpoolctl import threadpool_limits
 
 import adapters
 from adapters import MISSING
+from audit import fast_policy
 from audit.errors import AuditError
 from audit.metrics import METRICS, get_variant, round_metrics
 from audit.protocols import Protocol, StrategySpec
@@ -62,6 +63,7 @@ class TrialResult:
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)  # distinct library warnings raised in the trial
     companions: list["TrialResult"] = field(default_factory=list)  # see run_trial's ``companions``
+    fast_path: str | None = None  # which fit path ran (audit.fast_policy.provenance); None: not recorded
 
     @property
     def query_hash(self) -> str | None:
@@ -158,8 +160,10 @@ def run_trial(
     result = results[0]
     start = time.perf_counter()
     caught: list[warnings.WarningMessage] = []
+    ran: set[str] = set()  # the fit paths the trial took (audit.fast_policy)
     try:
-        with threadpool_limits(1), _time_limit(time_limit), warnings.catch_warnings(record=True) as caught:
+        with threadpool_limits(1), _time_limit(time_limit), warnings.catch_warnings(record=True) as caught, \
+                fast_policy.recording(ran):
             # One BLAS thread: the same floating-point path whatever the executor. Library
             # warnings are recorded with the trial instead of flooding the terminal; the
             # papers' SVC(probability=True) is deprecated in scikit-learn 1.9 and asked for on purpose.
@@ -184,6 +188,7 @@ def run_trial(
               f"{type(exc).__name__}: {exc} (at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})")
     seconds = time.perf_counter() - start
     for each in results:
+        each.fast_path = fast_policy.provenance(ran)
         each.warnings = sorted({f"{w.category.__name__}: {w.message}".splitlines()[0][:200] for w in caught})
         each.seconds = seconds
     result.companions = results[1:]

@@ -36,8 +36,11 @@ DEFAULT_STORE = Path(".audit-store.sqlite")
 TRACKED_PACKAGES = ("numpy", "scipy", "scikit-learn", "libact", "alipy", "scikit-activeml")
 
 # PRAGMA user_version of the stores this code writes. 0 is a store written before versioning:
-# one whose tables match SCHEMA has this layout and gets the number on open, nothing else does.
-SCHEMA_VERSION = 1
+# one whose tables match version 1's layout is taken as version 1, nothing else is.
+SCHEMA_VERSION = 2
+# Columns each version added, as (table, column, declaration): an older store is upgraded in
+# place on open (ALTER TABLE ... ADD COLUMN), its existing rows holding NULL there ("not recorded").
+ADDED_COLUMNS = {2: (("trials", "fast_path", "TEXT"),)}
 SCHEMA = (
     """
 CREATE TABLE IF NOT EXISTS fingerprints (
@@ -60,6 +63,7 @@ CREATE TABLE IF NOT EXISTS trials (
     warnings TEXT,
     seconds REAL NOT NULL,
     finished_at TEXT NOT NULL,
+    fast_path TEXT,
     UNIQUE (protocol, dataset, strategy, trial_seed, fingerprint)
 )""",
     """
@@ -171,17 +175,31 @@ LEFT_AS_IS = "al-audit left it as it is; give another --store"
 KEPT = "; every trial stored so far is kept, and a rerun resumes"  # after a failed write
 
 
-@lru_cache(maxsize=1)
-def _layout() -> dict[str, list[tuple]]:
-    """{table: its PRAGMA table_info rows} for the tables SCHEMA creates, as SQLite reads them."""
+@lru_cache(maxsize=None)
+def _layout(version: int = SCHEMA_VERSION) -> dict[str, list[tuple]]:
+    """{table: its PRAGMA table_info rows} in a store of ``version`` (0 reads as 1), as SQLite
+    reads them: SCHEMA's tables without the columns later versions added."""
+    later = {(table, column) for v, added in ADDED_COLUMNS.items() if v > version for table, column, _ in added}
     db = sqlite3.connect(":memory:")
     try:
         for statement in SCHEMA:
             db.execute(statement)
         tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        return {table: db.execute(f"PRAGMA table_info({table})").fetchall() for table in tables}
+        return {table: [c for c in db.execute(f"PRAGMA table_info({table})") if (table, c[1]) not in later]
+                for table in tables}
     finally:
         db.close()
+
+
+def _upgrade(db: sqlite3.Connection) -> None:
+    """Add the columns of the versions after the store's own, inside the caller's transaction;
+    re-read there, so a store another process upgraded meanwhile is left as it is."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    for table, column, declaration in (a for v, added in sorted(ADDED_COLUMNS.items()) if v > version
+                                       for a in added):
+        have = {c[1] for c in db.execute(f"PRAGMA table_info({table})")}
+        if have and column not in have:  # a table SCHEMA has yet to create gets the column with it
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
 
 def _check_destination(path: Path) -> None:
@@ -224,7 +242,7 @@ def _inspect(db: sqlite3.Connection, path: Path) -> tuple[int, list[str]]:
                          f"{SCHEMA_VERSION}; {LEFT_AS_IS}, or use the al-audit that wrote it")
     tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'"
                                              " AND name NOT LIKE 'sqlite_%'")]
-    layout = _layout()
+    layout = _layout(version)
     if tables and not layout.keys() & set(tables):
         raise AuditError(f"results store {path} is another program's SQLite database (tables {', '.join(tables)}), "
                          f"not an al-audit store; {LEFT_AS_IS}")
@@ -275,7 +293,7 @@ class ResultStore:
 
     @_reported("open it")
     def _connect(self) -> sqlite3.Connection:
-        """A connection to the checked file; a new or pre-versioning store gets its tables and version."""
+        """A connection to the checked file; a new or older store gets its tables, columns and version."""
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
             version, missing = _inspect(db, self.path)
@@ -283,6 +301,7 @@ class ResultStore:
             db.execute("PRAGMA foreign_keys=ON")
             if missing or version != SCHEMA_VERSION:
                 with _transaction(db):
+                    _upgrade(db)
                     for statement in SCHEMA:  # IF NOT EXISTS: another process may have created them since
                         db.execute(statement)
                     db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -317,10 +336,11 @@ class ResultStore:
         with _transaction(db):
             cursor = db.execute(
                 "INSERT OR IGNORE INTO trials (protocol, dataset, strategy, trial_seed, fingerprint, status, aubc,"
-                " aubc_by_metric, query_hash, error, warnings, seconds, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " aubc_by_metric, query_hash, error, warnings, seconds, finished_at, fast_path)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (result.protocol, result.dataset, result.strategy, result.trial_seed, fingerprint, result.status,
                  result.aubc, json.dumps(result.aubc_by_metric), result.query_hash, result.error,
-                 json.dumps(result.warnings), result.seconds, _now()),
+                 json.dumps(result.warnings), result.seconds, _now(), result.fast_path),
             )
             if cursor.rowcount == 0:
                 return False
@@ -337,12 +357,12 @@ class ResultStore:
         """Stored trials in seed order (restricted to ``seeds`` when given), rounds included."""
         wanted = None if seeds is None else set(seeds)
         rows = self._db.execute(
-            "SELECT id, trial_seed, status, aubc, aubc_by_metric, error, seconds, warnings FROM trials"
+            "SELECT id, trial_seed, status, aubc, aubc_by_metric, error, seconds, warnings, fast_path FROM trials"
             " WHERE protocol=? AND dataset=? AND strategy=? AND fingerprint=? ORDER BY trial_seed",
             (protocol, dataset, strategy, fingerprint),
         ).fetchall()
         results = []
-        for trial_id, seed, status, aubc, by_metric, error, seconds, warned in rows:
+        for trial_id, seed, status, aubc, by_metric, error, seconds, warned, fast_path in rows:
             if wanted is not None and seed not in wanted:
                 continue
             rounds = [
@@ -353,7 +373,7 @@ class ResultStore:
             ]
             results.append(TrialResult(protocol, dataset, strategy, seed, status, aubc,
                                        json.loads(by_metric or "{}"), rounds, error, seconds,
-                                       json.loads(warned or "[]")))
+                                       json.loads(warned or "[]"), fast_path=fast_path))
         return results
 
     @_reported("read its trials")

@@ -21,7 +21,8 @@ import numpy as np  # noqa: E402
 from sklearn.ensemble import RandomForestClassifier  # noqa: E402
 
 from audit.datasets import load_dataset  # noqa: E402
-from audit.forest import LeanForest, lean_path_verified  # noqa: E402
+from audit.fast_policy import fast_path_verified  # noqa: E402
+from audit.forest import LeanForest  # noqa: E402
 
 CASES = (("checkerboard", (20, 200, 500, 940)), ("sonar", (20, 60, 124)), ("banana", (200, 1600, 3180)))
 
@@ -36,7 +37,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    assert lean_path_verified(), "the lean path failed its self-check here: every fit would be scikit-learn's"
+    assert fast_path_verified(LeanForest), "the lean path failed its self-check here: every fit would be scikit-learn's"
     print(f"100 trees, fit + predict_proba on the rest; fastest of {args.repeats}; "
           f"{platform.machine()}, Python {platform.python_version()}")
     print("| data set | labeled rows | test rows | RandomForestClassifier s | LeanForest s | ratio |")

@@ -126,21 +126,24 @@ def test_a_file_that_is_no_usable_store_is_refused_by_every_command_and_left_unc
         assert not out.exists()  # refused before any work
 
 
-@pytest.mark.parametrize("drop", [(), ("DROP TABLE runs",)], ids=["current-layout", "before-audit-run"])
-def test_a_store_written_before_versioning_is_upgraded_in_place_and_its_trials_reused(
-        tmp_path, real_store, capsys, drop):
+@pytest.mark.parametrize("version, drop", [(0, ()), (0, ("DROP TABLE runs",)), (1, ())],
+                         ids=["before-versioning", "before-audit-run", "version-1"])
+def test_an_older_store_is_upgraded_in_place_and_its_trials_reused(tmp_path, real_store, capsys, version, drop):
+    """Versions 0 and 1 lack the fast_path column (schema version 2): it is added, NULL for the
+    trials stored before, and every stored trial is reused."""
     store = tmp_path / "previous.sqlite"
     shutil.copy(real_store, store)
-    _edit(store, *drop, "PRAGMA user_version=0")  # what the previous al-audit wrote
+    _edit(store, "ALTER TABLE trials DROP COLUMN fast_path", *drop, f"PRAGMA user_version={version}")
     before = sqlite3.connect(store).execute("SELECT * FROM trials").fetchall()
 
     assert main(["reproduce", "lu2023", "--dataset", "sonar", "--strategies", "uniform", "--trials", str(TRIALS),
                  "--store", str(store), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
     assert f"(0 trials run, {TRIALS} reused from {store})" in capsys.readouterr().out
     db = sqlite3.connect(store)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    assert db.execute("SELECT * FROM trials").fetchall() == before
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert db.execute("SELECT * FROM trials").fetchall() == [(*row, None) for row in before]  # not recorded
     assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0  # created when it was missing
+    assert "uniform: not recorded" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_a_full_database_reports_its_cause_and_keeps_every_earlier_trial(tmp_path, lu2023, sonar):

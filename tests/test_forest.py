@@ -6,7 +6,8 @@ from sklearn.ensemble import RandomForestClassifier
 
 from audit import forest
 from audit.datasets import load_dataset
-from audit.forest import LeanForest, lean_path_verified
+from audit.fast_policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
+from audit.forest import LeanForest
 from audit.models import ModelSpec
 
 
@@ -27,7 +28,7 @@ def test_the_lean_forest_grows_scikit_learns_trees_on_real_data(name, n_labeled)
     labeled = rows[:n_labeled]
     reference = RandomForestClassifier(n_estimators=100, random_state=6211).fit(data.X[labeled], data.y[labeled])
     lean = LeanForest(n_estimators=100, random_state=6211).fit(data.X[labeled], data.y[labeled])
-    assert lean._lean
+    assert lean.fast_path_ == "lean-forest"
     _same_forest(reference, lean, data.X)
 
 
@@ -37,7 +38,7 @@ def test_the_lean_forest_follows_the_options_it_covers(params):
     data = load_dataset("sonar")
     reference = RandomForestClassifier(n_estimators=15, random_state=3, **params).fit(data.X[:80], data.y[:80])
     lean = LeanForest(n_estimators=15, random_state=3, **params).fit(data.X[:80], data.y[:80])
-    assert lean._lean
+    assert lean.fast_path_ == "lean-forest"
     _same_forest(reference, lean, data.X)
 
 
@@ -48,38 +49,38 @@ def test_options_the_lean_path_does_not_cover_go_through_scikit_learn(params, fi
     reference = RandomForestClassifier(n_estimators=15, random_state=3, **params).fit(
         data.X[:80], data.y[:80], **fit_kwargs)
     lean = LeanForest(n_estimators=15, random_state=3, **params).fit(data.X[:80], data.y[:80], **fit_kwargs)
-    assert not lean._lean
+    assert lean.fast_path_ == LIBRARY
     _same_forest(reference, lean, data.X)
 
 
 def test_a_failed_self_check_sends_every_forest_through_scikit_learn(monkeypatch):
     """The check compares with the real forest: a lean path that draws its seeds
-    differently fails it, and then fits are RandomForestClassifier's."""
-    original = LeanForest._lean_fit
+    differently fails it, warns, and then fits are RandomForestClassifier's."""
+    original = LeanForest._fast_fit
 
     def shifted_seed(self, X, y):
         self.random_state = (self.random_state or 0) + 1
         return original(self, X, y)
 
-    monkeypatch.setattr(LeanForest, "_lean_fit", shifted_seed)
-    lean_path_verified.cache_clear()
+    monkeypatch.setattr(LeanForest, "_fast_fit", shifted_seed)
+    fast_path_verified.cache_clear()
     try:
-        assert lean_path_verified() is False
         data = load_dataset("sonar")
-        model = LeanForest(n_estimators=10, random_state=5).fit(data.X[:60], data.y[:60])
-        assert not model._lean
+        with pytest.warns(FastPathFallbackWarning, match="RandomForestClassifier"):
+            model = LeanForest(n_estimators=10, random_state=5).fit(data.X[:60], data.y[:60])
+        assert model.fast_path_ == LIBRARY
         _same_forest(RandomForestClassifier(n_estimators=10, random_state=5).fit(data.X[:60], data.y[:60]),
                      model, data.X)
     finally:
-        lean_path_verified.cache_clear()
+        fast_path_verified.cache_clear()
     monkeypatch.undo()
-    assert lean_path_verified() is True
+    assert fast_path_verified(LeanForest) is True
 
 
 def test_without_the_tree_builder_the_forest_is_scikit_learns(monkeypatch):
     monkeypatch.setattr(forest, "_tree_parts", lambda: None)
     data = load_dataset("sonar")
-    assert not LeanForest(n_estimators=5, random_state=1).fit(data.X[:40], data.y[:40])._lean
+    assert LeanForest(n_estimators=5, random_state=1).fit(data.X[:40], data.y[:40]).fast_path_ == LIBRARY
 
 
 def test_the_rf_spec_builds_a_lean_forest_that_clones_like_an_estimator():
@@ -95,3 +96,29 @@ def test_the_lean_forest_checks_the_feature_count_like_scikit_learn():
     model = LeanForest(n_estimators=5, random_state=1).fit(data.X[:40], data.y[:40])
     with pytest.raises(ValueError, match="features"):
         model.predict_proba(data.X[:5, :10])
+
+
+def _raised(fit):
+    """(exception type, message) that ``fit()`` raises, with the class name made the parent's."""
+    with pytest.raises(Exception) as caught:
+        fit()
+    return type(caught.value), str(caught.value).replace("LeanForest", "RandomForestClassifier")
+
+
+@pytest.mark.parametrize("params", [{"n_estimators": 0}, {"max_depth": 0}, {"min_samples_leaf": 0},
+                                    {"max_features": 1.5}])
+def test_bad_parameters_fail_with_scikit_learns_own_error(params):
+    data = load_dataset("sonar")
+    X, y = data.X[:40], data.y[:40]
+    assert _raised(lambda: LeanForest(**params).fit(X, y)) == \
+        _raised(lambda: RandomForestClassifier(**params).fit(X, y))
+
+
+@pytest.mark.parametrize("bad", ["short y", "continuous y", "complex X", "X beyond float32"])
+def test_bad_inputs_fail_with_scikit_learns_own_error(bad):
+    data = load_dataset("sonar")
+    X, y = data.X[:40], data.y[:40]
+    X, y = {"short y": (X, y[:-1]), "continuous y": (X, np.linspace(0, 1, 40)), "complex X": (X + 1j, y),
+            "X beyond float32": (X * 1e39, y)}[bad]
+    assert _raised(lambda: LeanForest(n_estimators=5).fit(X, y)) == \
+        _raised(lambda: RandomForestClassifier(n_estimators=5).fit(X, y))

@@ -6,7 +6,8 @@ import pytest
 from sklearn.svm import SVC
 
 from audit.datasets import load_dataset
-from audit.lean_svm import _FITTED, LeanSVC, lean_path_verified
+from audit.fast_policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
+from audit.lean_svm import _FITTED, LeanSVC
 from audit.models import ModelSpec
 
 
@@ -47,7 +48,7 @@ def test_the_lean_svc_fits_and_predicts_as_scikit_learns_on_real_data(name, para
     data = load_dataset(name)
     rows = np.random.default_rng(7).permutation(data.y.size)[:60]
     reference, lean = _fit_both(params, data.X[rows], data.y[rows])
-    assert lean._lean_fitted
+    assert lean.fast_path_ == "lean-svc"
     _same_svc(reference, lean, data.X, params.get("probability", False))
 
 
@@ -77,7 +78,8 @@ def test_cases_the_lean_path_does_not_cover_go_through_scikit_learn(params, fit_
     if params.get("kernel") == "precomputed":
         X = X @ X.T
     reference, lean = _fit_both(params, X, y_all[:60], **fit_kwargs)
-    assert lean._lean_fitted is (X_dtype is np.float32)  # float32 is converted, as scikit-learn converts it
+    # float32 is converted, as scikit-learn converts it
+    assert lean.fast_path_ == ("lean-svc" if X_dtype is np.float32 else LIBRARY)
     _same_svc(reference, lean, X, False)
 
 
@@ -104,7 +106,7 @@ def test_bad_parameters_and_one_class_fail_as_in_scikit_learn():
         LeanSVC().fit(X_all[:40], np.zeros(40, dtype=np.int64))
 
 
-def test_a_failed_self_check_sends_every_fit_through_scikit_learn(monkeypatch):
+def test_a_failed_self_check_warns_once_and_sends_every_fit_through_scikit_learn(monkeypatch):
     original = LeanSVC._lean_fit
 
     def other_gamma(self, X, classes, codes):
@@ -112,20 +114,35 @@ def test_a_failed_self_check_sends_every_fit_through_scikit_learn(monkeypatch):
         self._gamma = self._gamma * 1.0000001
 
     monkeypatch.setattr(LeanSVC, "_lean_fit", other_gamma)
-    lean_path_verified.cache_clear()
+    fast_path_verified.cache_clear()
     try:
-        assert lean_path_verified() is False
         X_all, y_all = _sonar()
-        model = LeanSVC().fit(X_all[:60], y_all[:60])
-        assert not model._lean_fitted
+        with pytest.warns(FastPathFallbackWarning, match="LeanSVC: its self-check found a difference from SVC"):
+            model = LeanSVC().fit(X_all[:60], y_all[:60])
+        assert model.fast_path_ == LIBRARY
         _same_svc(SVC().fit(X_all[:60], y_all[:60]), model, X_all, False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FastPathFallbackWarning)  # once per process, not once a fit
+            assert LeanSVC().fit(X_all[:60], y_all[:60]).fast_path_ == LIBRARY
     finally:
-        lean_path_verified.cache_clear()
+        fast_path_verified.cache_clear()
     monkeypatch.undo()
-    assert lean_path_verified() is True
+    assert fast_path_verified(LeanSVC) is True
 
 
 def test_the_svm_specs_build_the_lean_svc():
     assert type(ModelSpec("svm-rbf", {"gamma": "auto"}).build(1)) is LeanSVC
     assert type(ModelSpec("svm-linear").build(1)) is LeanSVC
     assert type(ModelSpec("sklearn.svm.SVC").build(1)) is SVC  # a class path is taken as written
+
+
+@pytest.mark.parametrize("bad", ["complex", "beyond float64"])
+def test_features_svc_refuses_fail_with_scikit_learns_own_error(bad):
+    """Not the real part, or an infinity, fitted in silence."""
+    X_all, y_all = _sonar()
+    X = X_all[:40] + 1j if bad == "complex" else X_all[:40].astype(np.longdouble) * np.longdouble("1e400")
+    with pytest.raises(ValueError) as reference:
+        SVC().fit(X, y_all[:40])
+    with pytest.raises(ValueError) as lean:
+        LeanSVC().fit(X, y_all[:40])
+    assert str(lean.value) == str(reference.value)

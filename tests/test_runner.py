@@ -176,3 +176,19 @@ def test_companions_must_differ_only_in_the_task_model(lu2023, sonar):
     lr_task = _task_model_variant(protocol, "lr-task", ModelSpec("lr"))
     result = run_trial(protocol, "sonar", sonar.X, sonar.y, "us-c", 0, companions=(lr_task,))
     assert result.status == "error" and "queries with the task model" in result.error
+
+
+@pytest.mark.parametrize("task_model, fast_path", [(ModelSpec("svm-rbf", {"gamma": "auto"}), "lean-svc"),
+                                                   (ModelSpec("rf", {"n_estimators": 5}), "lean-forest"),
+                                                   (ModelSpec("lr"), "library")])
+def test_a_trial_records_the_fit_path_that_ran_and_the_store_keeps_it(lu2023, sonar, tmp_path, task_model, fast_path):
+    from audit.store import ResultStore, fingerprint_details
+
+    protocol = dataclasses.replace(lu2023, budget_size=3, task_model=task_model)
+    result = run_trial(protocol, "sonar", sonar.X, sonar.y, "uniform", 0)
+    assert result.status == "ok" and result.fast_path == fast_path
+    store = ResultStore(tmp_path / "s.sqlite")
+    fingerprint = store.register(fingerprint_details(protocol))
+    store.save(result, fingerprint)
+    assert store.trials(protocol.name, "sonar", "uniform", fingerprint)[0].fast_path == fast_path
+    store.close()

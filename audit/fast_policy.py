@@ -1,0 +1,131 @@
+"""One policy for the private fast paths of scikit-learn estimators (LeanSVC, LeanForest).
+
+A fast estimator subclasses a scikit-learn estimator (its parent) and fits some inputs
+through a faster route with bit-identical results. It takes that route only when all of
+these hold, and otherwise the parent's own ``fit`` runs:
+
+1. the installed scikit-learn is in :data:`SUPPORTED_SKLEARN`, the releases whose private
+   fitting code the fast paths mirror;
+2. the parameters pass the parent's own validation (``_validate_params`` against its
+   ``_parameter_constraints``), run before the fast path and again whenever a parameter
+   changes, so a bad parameter raises scikit-learn's own error;
+3. the inputs are :func:`plain_inputs`, on which the parent's input validation
+   (``validate_data``, ``check_classification_targets``) raises nothing, warns nothing and
+   changes no value; any other input goes to the parent's ``fit``, which validates it, so a
+   bad input (complex X, X and y of different lengths, a continuous y) raises
+   scikit-learn's own error;
+4. the estimator's self-check has compared the fast path with the parent bit for bit once
+   in this process (:func:`fast_path_verified`); a mismatch warns once and sends every
+   later fit to the parent.
+
+Every fit says which route ran: the estimator's ``fast_path_`` and, for a replay, the
+trial's record (:func:`recording`), which the store keeps and the report shows.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import warnings
+from typing import Any, Iterator
+
+import numpy as np
+import sklearn
+
+# scikit-learn releases (major, minor) the fast paths mirror: from the first, up to but not including the second.
+SUPPORTED_SKLEARN = ((1, 9), (1, 10))
+LIBRARY = "library"  # the provenance of a fit that ran the scikit-learn parent's own code
+
+
+class FastPathFallbackWarning(UserWarning):
+    """A fast path disagreed with its scikit-learn parent in this process: every fit is the parent's."""
+
+
+def sklearn_supported(version: str | None = None) -> bool:
+    """Is ``version`` (default: the installed scikit-learn's) in SUPPORTED_SKLEARN?"""
+    parts = (sklearn.__version__ if version is None else version).split(".")
+    try:
+        release = (int(parts[0]), int(parts[1]))
+    except (IndexError, ValueError):
+        return False
+    return SUPPORTED_SKLEARN[0] <= release < SUPPORTED_SKLEARN[1]
+
+
+def plain_inputs(X: Any, y: Any) -> bool:
+    """Is (X, y) an input the parent's validation accepts as it is: X a non-empty 2-D
+    array of finite real numbers of at most 64 bits (a wider float may not fit float64),
+    y a 1-D integer array of X's length?"""
+    return (type(X) is np.ndarray and X.ndim == 2 and X.shape[0] > 0 and X.shape[1] > 0
+            and X.dtype.kind in "fiu" and X.dtype.itemsize <= 8 and type(y) is np.ndarray and y.ndim == 1 and y.dtype.kind in "iu"
+            and y.shape[0] == X.shape[0] and bool(np.isfinite(X).all()))
+
+
+@functools.cache
+def fast_path_verified(estimator_class: type) -> bool:
+    """Does ``estimator_class``'s fast path agree with its parent here? Run once per process
+    and class (its ``_agrees_with_parent``); on a supported scikit-learn a disagreement, or
+    the check failing, warns once with FastPathFallbackWarning."""
+    if not sklearn_supported():
+        return False
+    try:
+        agrees = bool(estimator_class._agrees_with_parent())
+    except Exception as exc:  # a private helper renamed or changed: the parent runs
+        agrees, why = False, f"its self-check failed ({type(exc).__name__}: {exc})"
+    else:
+        why = "its self-check found a difference"
+    if not agrees:
+        mro = estimator_class.__mro__
+        parent = mro[mro.index(FastPathMixin) + 1].__name__
+        warnings.warn(f"{estimator_class.__name__}: {why} from {parent} on scikit-learn {sklearn.__version__}; "
+                      f"every fit runs {parent}", FastPathFallbackWarning, stacklevel=2)
+    return agrees
+
+
+_RAN: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("fast_paths_ran", default=None)
+
+
+@contextlib.contextmanager
+def recording(ran: set[str] | None = None) -> Iterator[set[str]]:
+    """Collect into ``ran`` (a new set by default) the routes, fast path names or LIBRARY, of the
+    fast estimators fitted inside, in this thread."""
+    ran = set() if ran is None else ran
+    token = _RAN.set(ran)
+    try:
+        yield ran
+    finally:
+        _RAN.reset(token)
+
+
+def provenance(ran: set[str]) -> str:
+    """A trial's flag: the routes that ran, joined by "+"; LIBRARY when no fast path ran."""
+    return "+".join(sorted(ran)) or LIBRARY  # "library" sorts after every "lean-..." name
+
+
+class FastPathMixin:
+    """The fit of a fast estimator (``class Fast(FastPathMixin, Parent)``); a subclass names its
+    route in ``fast_path_name`` and provides ``_fast_options`` (the parameters and inputs its
+    fast path reproduces, beyond plain_inputs), ``_fast_fit`` and ``_agrees_with_parent``."""
+
+    fast_path_name: str
+
+    def _validate_params_once(self) -> None:
+        """The parent's parameter validation, rerun only when a parameter's value changed."""
+        values = tuple(getattr(self, name) for name in self._parameter_constraints)
+        if self.__dict__.get("_validated_params") != values:
+            self._validate_params()
+            self._validated_params = values
+
+    def fit(self, X, y, sample_weight=None):
+        fast = plain_inputs(X, y) and self._fast_options(X, y, sample_weight)
+        if fast:
+            self._validate_params_once()
+            fast = fast_path_verified(type(self))
+        if fast:
+            self._fast_fit(X, y)
+        else:
+            super().fit(X, y, sample_weight=sample_weight)
+        self.fast_path_ = self.fast_path_name if fast else LIBRARY
+        ran = _RAN.get()
+        if ran is not None:
+            ran.add(self.fast_path_)
+        return self

@@ -1,0 +1,65 @@
+"""The one policy of the fast paths: supported versions, scikit-learn's own checks, provenance."""
+import warnings
+
+import numpy as np
+import pytest
+import sklearn
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.svm import SVC
+from sklearn.utils.estimator_checks import check_estimator
+
+from audit.fast_policy import LIBRARY, fast_path_verified, provenance, recording, sklearn_supported
+from audit.forest import LeanForest
+from audit.lean_svm import LeanSVC
+
+
+def _failed_checks(estimator) -> set[str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(estimator, on_fail=None, on_skip=None)
+    return {r["check_name"] for r in results if r["status"] == "failed"}
+
+
+@pytest.mark.parametrize("parent, fast", [(SVC(), LeanSVC()),
+                                          (RandomForestClassifier(n_estimators=10), LeanForest(n_estimators=10))],
+                         ids=["LeanSVC", "LeanForest"])
+def test_a_fast_estimator_fails_no_check_estimator_check_its_parent_passes(parent, fast):
+    assert _failed_checks(fast) <= _failed_checks(parent)
+
+
+def test_the_supported_range_is_the_releases_the_fast_paths_mirror():
+    assert sklearn_supported("1.9.0") and sklearn_supported("1.9.1")
+    assert not sklearn_supported("1.8.2") and not sklearn_supported("1.10.0") and not sklearn_supported("2.0")
+
+
+def test_outside_the_supported_range_the_library_runs_without_a_warning(monkeypatch):
+    monkeypatch.setattr(sklearn, "__version__", "1.10.0")
+    fast_path_verified.cache_clear()
+    X = np.random.default_rng(1).normal(size=(30, 3))
+    y = np.arange(30) % 2
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert LeanSVC().fit(X, y).fast_path_ == LIBRARY
+            assert LeanForest(n_estimators=3).fit(X, y).fast_path_ == LIBRARY
+    finally:
+        fast_path_verified.cache_clear()
+
+
+def test_a_trial_records_which_path_each_fit_took():
+    X = np.random.default_rng(2).normal(size=(30, 3))
+    y = np.arange(30) % 2
+    with recording() as ran:
+        LogisticRegression().fit(X, y)
+    assert provenance(ran) == LIBRARY  # no fast estimator: scikit-learn's own code only
+    with recording() as ran:
+        LeanSVC().fit(X, y)
+        LeanForest(n_estimators=3).fit(X, y)
+    assert provenance(ran) == "lean-forest+lean-svc"
+    with recording() as ran:
+        LeanSVC().fit(X, y)
+        LeanSVC(class_weight="balanced").fit(X, y)  # an option the lean path does not cover
+    assert provenance(ran) == "lean-svc+library"
+    LeanSVC().fit(X, y)  # outside a recording: nothing to record into
+    assert provenance(ran) == "lean-svc+library"
