@@ -10,7 +10,7 @@ from __future__ import annotations
 import multiprocessing
 from multiprocessing.context import BaseContext
 
-PRELOAD = ("audit.runner", "audit.executors", "audit.oracles", "adapters.native")
+PRELOAD = ("audit.runner", "audit.executors", "adapters.oracles", "adapters.native")
 
 
 def context() -> BaseContext:

@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from audit import oracles
+from adapters import oracles
+from audit import process_team
 from audit.capabilities import capability
 from audit.errors import AuditError
 from audit.models import ModelSpec
@@ -125,7 +126,7 @@ def test_processes_of_a_team_claim_every_chunk_once_and_stale_rounds_stop():
     state[0], state[1] = 7, 0
     results: list[dict] = []
     slow = lambda c: (threading.Event().wait(0.001), c * c)[1]  # noqa: E731
-    threads = [threading.Thread(target=lambda: results.append(oracles._claim_chunks(lock, state, 7, 50, slow)))
+    threads = [threading.Thread(target=lambda: results.append(process_team._claim_chunks(lock, state, 7, 50, slow)))
                for _ in range(3)]
     for t in threads:
         t.start()
@@ -134,9 +135,9 @@ def test_processes_of_a_team_claim_every_chunk_once_and_stale_rounds_stop():
     claimed = [c for done in results for c in done]
     assert sorted(claimed) == list(range(50)) and all(done[c] == c * c for done in results for c in done)
     assert sum(1 for done in results if done) >= 2  # the work was shared
-    assert oracles._claim_chunks(lock, state, 6, 50, slow) == {}  # an ended round's worker takes nothing
+    assert process_team._claim_chunks(lock, state, 6, 50, slow) == {}  # an ended round's worker takes nothing
     state[1] = 0
-    assert oracles._claim_chunks(lock, state, 6, 50, slow) == {}
+    assert process_team._claim_chunks(lock, state, 6, 50, slow) == {}
 
 
 def test_greedy_oracle_falls_back_to_margin_sampling_when_nothing_improves(lu2023):
@@ -161,7 +162,7 @@ def test_greedy_oracle_keeps_the_first_best_improving_candidate():
 
     rng = np.random.default_rng(0)
     drawn = np.random.default_rng(0).choice(np.arange(2, 6), size=4, replace=False)
-    queried, _ = oracles.greedy_search(Scorer(), Counts(), 2, 1, 4, rng)
+    queried = oracles.greedy_search(Scorer(), Counts(), np.arange(2), 1, 4, rng)
     assert queried == (int(next(c for c in drawn if c in (3, 4))),)
 
 
