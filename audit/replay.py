@@ -15,9 +15,10 @@ from typing import Any, Sequence
 import adapters
 from audit.datasets import REGISTRY, Dataset, load_dataset
 from audit.errors import AuditError
+from audit.executors import run_tasks
 from audit.protocols import Protocol, load_protocol
 from audit.references import Reference, read_user_table
-from audit.runner import TrialTask, budget_for, run_tasks
+from audit.runner import TrialTask, budget_for
 from audit.splits import make_split, plan_seeds
 from audit.store import ResultStore, fingerprint_details
 

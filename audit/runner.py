@@ -1,4 +1,5 @@
-"""The replay engine: one pool-based active-learning trial, and many trials in parallel.
+"""The replay engine: one pool-based active-learning trial, and the task that names one
+(:mod:`audit.executors` runs many, in parallel).
 
 A trial follows the protocol exactly: split and initial set from the RNG contract
 (:mod:`audit.splits`), features scaled in the protocol's scope, a task model trained
@@ -20,7 +21,7 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 from sklearn.preprocessing import StandardScaler
@@ -323,14 +324,3 @@ def execute_task(task: TrialTask, arrays: tuple[np.ndarray, np.ndarray] | None =
     X, y = arrays
     return run_trial(task.protocol, task.dataset, X, y, task.strategy, task.trial_seed, task.time_limit, task.jobs,
                      task.companions)
-
-
-def run_tasks(tasks: Iterable[TrialTask], jobs: int = 1) -> Iterator[TrialResult]:
-    """Run tasks and yield results as they finish (jobs > 1: in a local process pool).
-
-    Results do not depend on ``jobs``: each trial draws only from its own seeds.
-    """
-    from audit.executors import LocalExecutor
-
-    with LocalExecutor(jobs) as executor:
-        yield from executor.run(list(tasks))
