@@ -100,7 +100,7 @@ class QueryStrategy(ABC):
     @classmethod
     def library_version(cls) -> str:
         if cls.library == "native":
-            from audit import __version__
+            from audit.version import __version__
 
             return f"native (al-audit {__version__})"
         try:
