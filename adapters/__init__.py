@@ -3,7 +3,8 @@
 Protocols name implementations ``library.name``. Each adapter module
 (``adapters/<library>.py``) lists its strategies in a module-level ``STRATEGIES`` dict;
 this registry imports a module (and so its library) only on demand, so a library that is
-missing or broken makes its strategies unavailable, not the tool.
+missing or broken makes its strategies unavailable, not the tool. The reference oracles
+import no AL library; they are "library" ``oracle`` (``adapters/oracles.py``).
 """
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ LIBRARIES: dict[str, str] = {
     "libact": "adapters.libact",
     "alipy": "adapters.alipy",
     "skactiveml": "adapters.skactiveml",
+    "oracle": "adapters.oracles",
 }
 
-__all__ = ["LIBRARIES", "MISSING", "QueryStrategy", "implementations", "strategy_class", "unavailable_reason"]
+__all__ = ["LIBRARIES", "MISSING", "QueryStrategy", "implementations", "strategy_class", "unavailable_reason",
+           "uses_test_labels"]
 
 
 def _module(library: str):
@@ -61,3 +64,12 @@ def unavailable_reason(implementation: str) -> str | None:
     except AuditError as exc:
         return str(exc)
     return cls.availability()
+
+
+def uses_test_labels(implementation: str) -> bool:
+    """Does the implementation choose by the test labels (a reference oracle)? False for one
+    that cannot be loaded here: it runs nothing."""
+    try:
+        return strategy_class(implementation).uses_test_labels
+    except AuditError:
+        return False

@@ -7,12 +7,18 @@ size and the candidate rows in pool order, it returns the chosen row indices. An
 adapter may keep per-pool state between the calls of one trial (a library's dataset
 object, lowered graph densities, a bandit's weights), as the library itself does; the
 sequence of answers over a trial depends only on the arguments and the strategy's seed.
+
+No strategy sees a test label or a hidden pool label, except one that declares
+``uses_test_labels`` (a reference oracle, which chooses by test accuracy): the runner
+hands it the trial's :class:`TrialView` through :meth:`QueryStrategy.begin_trial`,
+and the capability matrix and the reports mark it.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -23,6 +29,33 @@ MISSING = -1
 """Label value of an unlabeled row in ``y`` (real labels are 0..K-1)."""
 
 
+class FeatureViews(Protocol):
+    """The task model's features: the train layout (the pool's rows) and the test rows,
+    raw and in the task scaling ``scope`` (in scope "labeled" the scaled views change
+    every round; the raw ones never do)."""
+
+    scope: str
+    X_train_raw: np.ndarray
+    X_test_raw: np.ndarray
+    X_train: np.ndarray
+    X_test: np.ndarray
+
+
+@dataclass(frozen=True)
+class TrialView:
+    """What the runner knows of a trial beyond the pool: the task model, its features and
+    every label, the test rows' included. Given only to a strategy that declares
+    ``uses_test_labels``, before the trial's first fit."""
+
+    task_model: ModelSpec
+    model_seed: int
+    features: FeatureViews
+    y_train: np.ndarray  # every train row's label, the unlabeled pool's included
+    y_test: np.ndarray
+    budget: int  # labels the trial will query
+    jobs: int = 1  # processes the strategy may spread its test scoring over (its result must not change)
+
+
 class QueryStrategy(ABC):
     """Base class of all adapters.
 
@@ -31,8 +64,10 @@ class QueryStrategy(ABC):
     library calls it), ``param_defaults`` (every parameter the adapter passes on, with
     its default; anything else is rejected rather than silently ignored),
     ``model_use`` ("none": model-free; "fitted": the runner passes a fitted query
-    model; "own": the library trains the query model itself from the spec it is given)
-    and ``batch`` (whether batch_size > 1 is supported).
+    model; "own": the library trains the query model itself from the spec it is given),
+    ``batch`` (whether batch_size > 1 is supported) and ``uses_test_labels`` (the
+    strategy chooses by the test labels: a reference bound, not a query strategy; only
+    such a strategy is given the trial's :class:`TrialView`).
     """
 
     library: ClassVar[str] = "native"
@@ -40,6 +75,7 @@ class QueryStrategy(ABC):
     param_defaults: ClassVar[dict[str, Any]] = {}
     model_use: ClassVar[str] = "none"
     batch: ClassVar[bool] = True
+    uses_test_labels: ClassVar[bool] = False
 
     def __init__(self, query_model: ModelSpec | None = None, random_state: int | None = None, **params: Any):
         unknown = set(params) - set(self.param_defaults)
@@ -64,7 +100,7 @@ class QueryStrategy(ABC):
     @classmethod
     def library_version(cls) -> str:
         if cls.library == "native":
-            from audit import __version__
+            from audit.version import __version__
 
             return f"native (al-audit {__version__})"
         try:
@@ -76,6 +112,10 @@ class QueryStrategy(ABC):
     def availability(cls) -> str | None:
         """None when the strategy can run here, else the reason it cannot."""
         return None
+
+    def begin_trial(self, view: TrialView) -> None:
+        """Take the trial's test view; the runner calls this only if ``uses_test_labels``."""
+        raise NotImplementedError(f"{type(self).__name__} does not use the test labels")
 
     def query(
         self,

@@ -6,8 +6,7 @@ so ``import audit`` stays instant and imports neither pandas nor scikit-learn.
 """
 
 from audit.errors import AuditError
-
-__version__ = "0.1.0"
+from audit.version import __version__
 API = ("Replay", "reproduce", "trials", "rounds", "protocol", "references", "compare")
 __all__ = ["AuditError", "__version__", *API]
 

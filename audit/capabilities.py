@@ -1,19 +1,19 @@
-"""The capability matrix: every canonical strategy, how each protocol binds it, and
-whether it can run here (and if not, why). Unavailable cells are listed, never dropped."""
+"""The capability matrix: every canonical strategy, how each protocol binds it, whether
+it chooses by the test labels (a reference oracle), and whether it can run here (and if
+not, why). Unavailable cells are listed, never dropped."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
 import adapters
-from audit import oracles
 from audit.errors import AuditError
 from audit.protocols import Protocol, available_protocols, load_protocol
 
 CANONICAL_STRATEGIES = (
     "uniform", "us-c", "us-nc", "qbc", "hintsvm", "quire", "albl", "dwus", "vr",
     "coreset", "graph", "hier", "infodiv", "mcm", "eer", "bmdr", "spal", "lal",
-    "bso", "greedy-oracle",  # reference oracles (audit/oracles.py): they use the test labels
+    "bso", "greedy-oracle",  # reference oracles (adapters/oracles.py): they use the test labels
 )
 
 
@@ -26,28 +26,28 @@ class Capability:
     params: dict[str, Any]
     query_model: str
     batch: str
+    uses_test_labels: bool  # a reference oracle: it chooses by the test labels
     status: str  # "available" or "unavailable: <reason>" or "not in protocol"
 
 
 def capability(protocol: Protocol, strategy: str) -> Capability:
     if strategy not in protocol.strategies:
-        return Capability(protocol.name, strategy, "-", "-", {}, "-", "-", "not in protocol")
+        return Capability(protocol.name, strategy, "-", "-", {}, "-", "-", False, "not in protocol")
     spec = protocol.strategies[strategy]
     query_model = protocol.query_model_for(spec)
-    oracle = oracles.is_oracle(spec.implementation)
-    reason = (oracles.unavailable_reason if oracle else adapters.unavailable_reason)(spec.implementation)
+    reason = adapters.unavailable_reason(spec.implementation)
     try:
-        cls = oracles.oracle_class(spec.implementation) if oracle else adapters.strategy_class(spec.implementation)
-        library, batch = cls.library_version(), "yes" if cls.batch else "no"
+        cls = adapters.strategy_class(spec.implementation)
+        library, batch, oracle = cls.library_version(), "yes" if cls.batch else "no", cls.uses_test_labels
         params = {**cls.param_defaults, **spec.params}
     except AuditError:
-        library, batch, params = spec.implementation.split(".")[0], "-", dict(spec.params)
+        library, batch, oracle, params = spec.implementation.split(".")[0], "-", False, dict(spec.params)
     model = "none" if query_model is None else str(query_model)
     if oracle:
         model = "task model scored on the test labels"
     elif spec.query_model == "task":
         model += " (task model)"
-    return Capability(protocol.name, strategy, spec.implementation, library, params, model, batch,
+    return Capability(protocol.name, strategy, spec.implementation, library, params, model, batch, oracle,
                       "available" if reason is None else f"unavailable: {reason}")
 
 
@@ -77,9 +77,13 @@ def format_matrix(rows: list[Capability]) -> str:
             reasons.append(reason)
         return f"unavailable [{reasons.index(reason) + 1}]"
 
-    header = ("protocol", "strategy", "implementation", "library", "query model", "batch", "status", "parameters")
-    table = [header] + [(r.protocol, r.strategy, r.implementation, r.library, r.query_model, r.batch, status(r),
-                         params(r.params)) for r in rows]
+    def test_labels(r: Capability) -> str:
+        return "-" if r.status == "not in protocol" else "yes (oracle)" if r.uses_test_labels else "no"
+
+    header = ("protocol", "strategy", "implementation", "library", "query model", "batch", "test labels", "status",
+              "parameters")
+    table = [header] + [(r.protocol, r.strategy, r.implementation, r.library, r.query_model, r.batch, test_labels(r),
+                         status(r), params(r.params)) for r in rows]
     widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip() for row in table]
     lines.insert(1, "-" * max(len(line) for line in lines))

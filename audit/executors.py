@@ -415,3 +415,12 @@ def make_executor(name: str, workers: int, scheduler: str | None = None,
     if name == "local":
         return LocalExecutor(workers, retries)
     return DaskExecutor(scheduler, workers, retries)
+
+
+def run_tasks(tasks: Iterable[TrialTask], jobs: int = 1) -> Iterator[TrialResult]:
+    """Run tasks and yield results as they finish (jobs > 1: in a local process pool).
+
+    Results do not depend on ``jobs``: each trial draws only from its own seeds.
+    """
+    with LocalExecutor(jobs) as executor:
+        yield from executor.run(list(tasks))

@@ -36,6 +36,17 @@ def _seed_for(random_state: int) -> int:
     return int(np.random.RandomState(random_state).randint(np.iinfo("i").max))
 
 
+def libsvm_gamma(gamma: str | float, X: np.ndarray) -> float:
+    """The kernel coefficient SVC.fit hands libsvm for ``gamma`` and the training rows ``X``
+    (shared with the oracles' direct libsvm calls, adapters/oracles.py)."""
+    if gamma == "scale":
+        variance = X.var()
+        return 1.0 / (X.shape[1] * variance) if variance != 0 else 1.0
+    if gamma == "auto":
+        return 1.0 / X.shape[1]
+    return gamma
+
+
 class LeanSVC(FastPathMixin, SVC):
     """``SVC`` with a lean fit and prediction path for the cases listed in the module docstring."""
 
@@ -71,13 +82,7 @@ class LeanSVC(FastPathMixin, SVC):
                           "`SVC(probability=True)`", FutureWarning, stacklevel=4)
         else:
             self._effective_probability = False
-        if self.gamma == "scale":
-            variance = X.var()
-            self._gamma = 1.0 / (X.shape[1] * variance) if variance != 0 else 1.0
-        elif self.gamma == "auto":
-            self._gamma = 1.0 / X.shape[1]
-        else:
-            self._gamma = self.gamma
+        self._gamma = libsvm_gamma(self.gamma, X)
         self._dense_fit(X, y, np.asarray([], dtype=np.float64), LIBSVM_IMPL.index(self._impl), self.kernel,
                         random_seed=seed)
         self.shape_fit_ = X.shape

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import adapters
-from audit import oracles
 from audit.datasets import REGISTRY, Dataset, load_dataset
 from audit.errors import AuditError
+from audit.executors import run_tasks
 from audit.protocols import Protocol, load_protocol
 from audit.references import Reference, read_user_table
-from audit.runner import TrialTask, budget_for, run_tasks
+from audit.runner import TrialTask, budget_for
 from audit.splits import make_split, plan_seeds
 from audit.store import ResultStore, fingerprint_details
 
@@ -55,9 +55,7 @@ def choose_strategies(protocol: Protocol, requested: Sequence[str] | None) -> tu
         ids = sorted(protocol.strategies, key=lambda s: rank.get(s, len(rank)))
     unavailable = {}
     for sid in ids:
-        implementation = protocol.strategy(sid).implementation
-        reason = (oracles.unavailable_reason if oracles.is_oracle(implementation)
-                  else adapters.unavailable_reason)(implementation)
+        reason = adapters.unavailable_reason(protocol.strategy(sid).implementation)
         if reason:
             unavailable[sid] = reason
     if requested and unavailable:
@@ -126,7 +124,7 @@ def missing_tasks(plan: ReplayPlan, request: ReproduceRequest,
             done[sid] -= {r.trial_seed for r in store.trials(protocol.name, name, sid, fingerprint)
                           if r.status != "ok"}
     # Seed-major order: every strategy finishes a first trial early, for the time estimate.
-    oracle_ids = {sid for sid in plan.strategies if oracles.is_oracle(protocol.strategy(sid).implementation)}
+    oracle_ids = {sid for sid in plan.strategies if adapters.uses_test_labels(protocol.strategy(sid).implementation)}
     n_oracle_trials = sum(len(set(seeds) - done[sid]) for sid in oracle_ids)
     inner = oracle_jobs(n_oracle_trials, request.jobs)
     tasks = [TrialTask(protocol, name, request.data_dir, sid, s, request.trial_timeout,

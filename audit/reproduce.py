@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 import adapters
-from audit import oracles
 from audit.compare import detectable_difference, low_power, summarise, verdict, welch
 from audit.datasets import label_runs
 from audit.destinations import check_destination
@@ -62,8 +61,7 @@ def pick_reference(protocol: Protocol, dataset: str, strategy: str,
 def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialResult],
           table: list[Reference] | None = None) -> dict[str, Any]:
     spec = protocol.strategy(strategy)
-    oracle = oracles.is_oracle(spec.implementation)
-    cls = oracles.oracle_class(spec.implementation) if oracle else adapters.strategy_class(spec.implementation)
+    cls = adapters.strategy_class(spec.implementation)
     ok = [r for r in results if r.status == "ok"]
     summary = summarise([r.aubc for r in ok], protocol.sd_ddof)
     ref = pick_reference(protocol, dataset, strategy, table)
@@ -76,7 +74,7 @@ def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialRe
         "query_model": None if query_model is None else str(query_model),
         "query_model_is_task_model": spec.query_model == "task"
         or (query_model is not None and query_model.key == protocol.task_model.key),
-        "uses_test_labels": oracle,  # an oracle: a reference bound, not a query strategy
+        "uses_test_labels": cls.uses_test_labels,  # an oracle: a reference bound, not a query strategy
         "n_trials": summary.n, "n_errors": sum(r.status == "error" for r in results),
         "n_tle": sum(r.status == "tle" for r in results),
         "errors": [{"trial_seed": r.trial_seed, "status": r.status, "error": r.error}
@@ -150,7 +148,7 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
             implementation = protocol.strategy(sid).implementation
             cells.append({"strategy": sid, "status": "unavailable", "reason": reason,
                           "implementation": implementation, "library": "-",
-                          "uses_test_labels": oracles.is_oracle(implementation),
+                          "uses_test_labels": adapters.uses_test_labels(implementation),
                           "published_mean": ref.mean_fraction if ref else None, "verdict": "unavailable"})
         report = {
             "protocol": {"name": protocol.name, "title": protocol.title, "spec_hash": protocol.spec_hash,

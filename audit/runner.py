@@ -1,4 +1,5 @@
-"""The replay engine: one pool-based active-learning trial, and many trials in parallel.
+"""The replay engine: one pool-based active-learning trial, and the task that names one
+(:mod:`audit.executors` runs many, in parallel).
 
 A trial follows the protocol exactly: split and initial set from the RNG contract
 (:mod:`audit.splits`), features scaled in the protocol's scope, a task model trained
@@ -20,7 +21,7 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 from sklearn.preprocessing import StandardScaler
@@ -28,6 +29,7 @@ from threadpoolctl import threadpool_limits
 
 import adapters
 from adapters import MISSING
+from adapters.base import QueryStrategy, TrialView
 from audit import fast_policy
 from audit.errors import AuditError
 from audit.metrics import METRICS, get_variant, round_metrics
@@ -149,7 +151,8 @@ def run_trial(
 ) -> TrialResult:
     """Replay one trial; a failure of the strategy or its library becomes an error result,
     a trial over ``time_limit`` seconds a "tle" result (as lu2023 Table 3 reports TLE).
-    ``jobs`` > 1 lets an oracle evaluate its candidates in that many processes (same result).
+    ``jobs`` > 1 lets a strategy that uses the test labels (an oracle) score its candidates in
+    that many processes (same result).
 
     ``companions`` are protocols that differ from ``protocol`` only in name and task model
     (the columns of a compatibility grid). The queries do not depend on the task model,
@@ -201,11 +204,13 @@ def _fail(results: list[TrialResult], status: str, error: str) -> None:
         each.aubc, each.aubc_by_metric = None, {}
 
 
-def _check_companions(protocol: Protocol, spec: StrategySpec, companions: tuple[Protocol, ...]) -> None:
-    """Companions must share everything but the task model, and the strategy must not query with it."""
+def _check_companions(protocol: Protocol, spec: StrategySpec, strategy_cls: type[QueryStrategy],
+                      companions: tuple[Protocol, ...]) -> None:
+    """Companions must share everything but the task model, and the strategy must not query
+    with it (an oracle scores its candidates with it)."""
     if not companions:
         return
-    if spec.query_model == "task":
+    if spec.query_model == "task" or strategy_cls.uses_test_labels:
         raise AuditError(f"{spec.id} queries with the task model: its queries change with the task model, "
                          f"so other task models cannot be scored on them")
     for companion in companions:
@@ -217,13 +222,8 @@ def _check_companions(protocol: Protocol, spec: StrategySpec, companions: tuple[
 def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec, trial_seed: int,
             jobs: int = 1, companions: tuple[Protocol, ...] = ()) -> list[list[RoundRecord]]:
     """The rounds of the trial under ``protocol``, then under each companion (see run_trial)."""
-    from audit import oracles
-
-    _check_companions(protocol, spec, companions)
-    if oracles.is_oracle(spec.implementation):  # oracles need the test labels: never through adapters
-        if companions:
-            raise AuditError("an oracle scores candidates with the task model: it has no companions")
-        return [oracles.replay(protocol, X, y, spec, trial_seed, jobs)]
+    strategy_cls = adapters.strategy_class(spec.implementation)
+    _check_companions(protocol, spec, strategy_cls, companions)
     split = make_split(protocol, y, trial_seed)
     if isinstance(split, str):
         raise AuditError(f"trial seed {trial_seed} is not valid for this protocol: {split}")
@@ -246,7 +246,6 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
     )
     query_features = task_features if shares_task_fit else _Features(protocol.scaling["query"], X, split)
 
-    strategy_cls = adapters.strategy_class(spec.implementation)
     strategy = strategy_cls(
         query_model=query_spec if strategy_cls.model_use == "own" else None,
         random_state=strategy_seed,
@@ -254,6 +253,8 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
     )
     if protocol.batch_size > 1 and not strategy_cls.batch:
         raise AuditError(f"{spec.id} ({spec.implementation}) does not support batch size {protocol.batch_size}")
+    if strategy_cls.uses_test_labels:  # declared: it alone is given the test rows and every label
+        strategy.begin_trial(TrialView(protocol.task_model, model_seed, task_features, y_train, y_test, budget, jobs))
 
     labeled_mask = np.zeros(train_rows.size, dtype=bool)
     labeled_mask[:n_initial] = True
@@ -313,7 +314,7 @@ class TrialTask:
     strategy: str
     trial_seed: int
     time_limit: float | None = None
-    jobs: int = 1  # processes inside the trial (oracles only)
+    jobs: int = 1  # processes inside the trial (for a strategy that uses the test labels: TrialView.jobs)
     companions: tuple[Protocol, ...] = ()  # protocols scored on the same queries (run_trial)
 
 
@@ -328,14 +329,3 @@ def execute_task(task: TrialTask, arrays: tuple[np.ndarray, np.ndarray] | None =
     X, y = arrays
     return run_trial(task.protocol, task.dataset, X, y, task.strategy, task.trial_seed, task.time_limit, task.jobs,
                      task.companions)
-
-
-def run_tasks(tasks: Iterable[TrialTask], jobs: int = 1) -> Iterator[TrialResult]:
-    """Run tasks and yield results as they finish (jobs > 1: in a local process pool).
-
-    Results do not depend on ``jobs``: each trial draws only from its own seeds.
-    """
-    from audit.executors import LocalExecutor
-
-    with LocalExecutor(jobs) as executor:
-        yield from executor.run(list(tasks))

@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import stats
 
-from audit import oracles
+import adapters
 from audit.destinations import check_report_dir, write_directory
 from audit.errors import AuditError
 from audit.metrics import get_variant
@@ -89,7 +89,7 @@ def collect(protocol: str | Protocol, datasets: Sequence[str], strategies: Seque
     left_out: list[str] = []
     if wanted is None:
         p = plans[0].protocol
-        left_out = [sid for sid in plans[0].strategies if oracles.is_oracle(p.strategy(sid).implementation)]
+        left_out = [sid for sid in plans[0].strategies if adapters.uses_test_labels(p.strategy(sid).implementation)]
         plans = [replace(pl, strategies=[s for s in pl.strategies if s not in left_out]) for pl in plans]
     if require and require not in plans[0].strategies:
         raise AuditError(f"this analysis needs strategy '{require}', which protocol '{plans[0].protocol.name}' "

@@ -19,7 +19,7 @@ import signal
 import threading
 from multiprocessing.context import BaseContext
 
-PRELOAD = ("audit.runner", "audit.executors", "audit.oracles", "adapters.native")
+PRELOAD = ("audit.runner", "audit.executors", "adapters.oracles", "adapters.native")
 
 
 def context() -> BaseContext:

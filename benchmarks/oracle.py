@@ -6,7 +6,7 @@ Times one trial (the first trial seed, budget = the whole pool) three ways and c
 that they choose the same query sequence:
 - naive: tests/oracle_reference.py, every candidate of every beam fitted through
   scikit-learn, nothing cached or parallel;
-- bso --jobs 1: audit/oracles.py in this process;
+- bso --jobs 1: adapters/oracles.py in this process;
 - bso --jobs 2: the same with two worker processes, started beforehand (their one-off
   start-up, mostly importing scikit-learn, is printed separately: a replay pays it once).
 The bso settings alternate `--repeats` times (default 3) and each keeps its fastest run,

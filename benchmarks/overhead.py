@@ -45,7 +45,8 @@ import adapters.native  # noqa: E402,F401
 from audit.datasets import load_dataset  # noqa: E402
 from audit.metrics import get_variant  # noqa: E402
 from audit.protocols import load_protocol  # noqa: E402
-from audit.runner import TrialTask, run_tasks, run_trial  # noqa: E402
+from audit.executors import run_tasks  # noqa: E402
+from audit.runner import TrialTask, run_trial  # noqa: E402
 from audit.splits import make_split, plan_seeds  # noqa: E402
 from audit.workers import context as worker_context, start_early  # noqa: E402
 

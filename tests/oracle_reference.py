@@ -3,7 +3,7 @@ benchmarks/oracle.py).
 
 Written for obviousness, not speed: every candidate of every beam is fitted through
 scikit-learn exactly as the runner fits the task model, labeled sets are frozensets,
-nothing is cached or parallel. audit/oracles.py must choose exactly the same sequence.
+nothing is cached or parallel. adapters/oracles.py must choose exactly the same sequence.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class _Trial:
 
 def naive_beam_search(protocol: Protocol, X: np.ndarray, y: np.ndarray, trial_seed: int,
                       beam_width: int = 5) -> tuple[int, ...]:
-    """Train positions of the best sequence, by the rules of audit/oracles.py's docstring."""
+    """Train positions of the best sequence, by the rules of adapters/oracles.py's docstring."""
     trial = _Trial(protocol, X, y, trial_seed)
     beams = [(frozenset(range(trial.n_initial)), (), 0)]  # (labeled set, queried, path score)
     for _ in range(trial.budget):

@@ -8,8 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from types import SimpleNamespace
+
 import adapters
 from adapters import MISSING, QueryStrategy
+from adapters.base import TrialView
 from audit.errors import AuditError
 from audit.models import ModelSpec
 from tests.conftest import toy_pool as pool
@@ -20,9 +23,21 @@ AVAILABLE = [name for name in adapters.implementations() if adapters.unavailable
 
 
 
+def toy_trial_view(budget: int = 5) -> TrialView:
+    """What a strategy that uses the test labels (an oracle) is given: every label of the
+    toy pool, 40 other rows as the test set, an SVC task model (the oracles' fast path)."""
+    X, _, y_true = pool()
+    X_test, _, y_test = pool(n=40, seed=1)
+    features = SimpleNamespace(scope="none", X_train_raw=X, X_test_raw=X_test, X_train=X, X_test=X_test)
+    return TrialView(ModelSpec("svm-rbf"), 0, features, y_true, y_test, budget)
+
+
 def make(name: str, seed: int = 0) -> QueryStrategy:
     cls = adapters.strategy_class(name)
-    return cls(query_model=QUERY_MODEL if cls.model_use == "own" else None, random_state=seed)
+    strategy = cls(query_model=QUERY_MODEL if cls.model_use == "own" else None, random_state=seed)
+    if cls.uses_test_labels:
+        strategy.begin_trial(toy_trial_view())
+    return strategy
 
 
 def fitted_model(cls, X, y):

@@ -1,5 +1,6 @@
-"""Oracles: the optimised beam search against the plain reference, the greedy oracle's
-fallback, exactness of the libsvm fast path, and oracles in reports."""
+"""Oracles: strategies that declare uses_test_labels (the registry, the runner's one hook,
+the capability matrix), the optimised beam search against the plain reference, the greedy
+oracle's fallback, exactness of the libsvm fast path, and oracles in reports."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,8 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from audit import oracles
-from audit.capabilities import capability
+import adapters
+from adapters import QueryStrategy, native, oracles
+from audit import process_team
+from audit.capabilities import capability, format_matrix
 from audit.errors import AuditError
 from audit.models import ModelSpec
 from audit.protocols import StrategySpec
@@ -42,6 +45,88 @@ def as_rows(protocol, y, trial_seed, positions) -> tuple[int, ...]:
 def small():
     """50 overlapping points: 30 train rows = 20 initial labels + a pool of 10, budget = the pool."""
     return blobs(50, separation=1.0)
+
+
+def test_oracles_are_strategies_found_through_the_adapter_registry():
+    implementations = adapters.implementations()
+    assert {"oracle.bso", "oracle.greedy"} <= set(implementations)
+    assert adapters.strategy_class("oracle.bso") is oracles.BeamSearchOracle
+    assert issubclass(oracles.GreedyOracle, QueryStrategy)
+    # the capability is declared by the oracles, and by no other implementation
+    assert {name for name in implementations if adapters.uses_test_labels(name)} == {"oracle.bso", "oracle.greedy"}
+    assert adapters.uses_test_labels("oracle.nope") is False  # nothing that cannot load
+
+
+class Peeker(QueryStrategy):
+    """Declares uses_test_labels (in the native library, no "oracle." name): records the
+    views it is given and queries in pool order."""
+
+    implements = "test double"
+    uses_test_labels = True
+    views: list = []
+
+    def begin_trial(self, view):
+        Peeker.views.append(view)
+
+    def _select(self, X, y, model, batch_size, candidates, rng):
+        return candidates[:batch_size]
+
+
+class Plain(Peeker):
+    """The same strategy without the capability: the runner must never hand it the view."""
+
+    uses_test_labels = False
+
+
+def test_only_a_strategy_that_declares_uses_test_labels_is_given_the_test_view(lu2023, small, monkeypatch):
+    X, y = small
+    monkeypatch.setitem(native.STRATEGIES, "peeker", Peeker)
+    monkeypatch.setitem(native.STRATEGIES, "plain", Plain)
+    monkeypatch.setattr(Peeker, "views", [])
+    protocol = dataclasses.replace(lu2023, strategies={"p": StrategySpec("p", "native.peeker"),
+                                                       "q": StrategySpec("q", "native.plain")})
+    assert run_trial(protocol, "small", X, y, "q", 0).status == "ok" and Peeker.views == []
+    peeked = run_trial(protocol, "small", X, y, "p", 0, jobs=3)
+    assert peeked.status == "ok" and len(Peeker.views) == 1
+    view, split = Peeker.views[0], make_split(protocol, y, 0)
+    assert view.task_model == protocol.task_model and view.budget == split.pool.size == 10 and view.jobs == 3
+    assert np.array_equal(view.y_test, y[split.test]) and np.array_equal(view.y_train, y[split.train])
+    assert np.array_equal(view.features.X_test_raw, X[split.test])
+    # the same calls otherwise: its queries are the pool order, like uniform's
+    assert queried_rows(peeked) == queried_rows(run_trial(lu2023, "small", X, y, "uniform", 0))
+    # the capability, not the name, marks it in the capability matrix
+    assert capability(protocol, "p").uses_test_labels and not capability(protocol, "q").uses_test_labels
+    assert capability(protocol, "p").query_model == "task model scored on the test labels"
+
+
+def test_the_capability_matrix_has_a_test_labels_column(lu2023):
+    lines = format_matrix([capability(lu2023, s) for s in ("uniform", "bso", "greedy-oracle")]).splitlines()
+    column = lines[0].index("test labels")
+    assert [line[column:].split("  ")[0] for line in lines[2:5]] == ["no", "yes (oracle)", "yes (oracle)"]
+
+
+def test_an_oracle_has_no_companions(lu2023, small):
+    X, y = small
+    other = dataclasses.replace(lu2023, name="lr-task", task_model=ModelSpec("lr"))
+    result = run_trial(lu2023, "small", X, y, "bso", 0, companions=(other,))
+    assert result.status == "error" and "queries with the task model" in result.error
+
+
+def test_the_libsvm_path_computes_gamma_with_lean_svcs_code(lu2023, monkeypatch):
+    from sklearn.svm import SVC
+
+    from audit.lean_svm import LeanSVC, libsvm_gamma
+
+    X, y = blobs(60, separation=1.0, d=4, seed=5)
+    for gamma in ("scale", "auto", 0.25):
+        assert libsvm_gamma(gamma, X) == SVC(gamma=gamma).fit(X, y)._gamma == LeanSVC(gamma=gamma).fit(X, y)._gamma
+    calls = []
+    monkeypatch.setattr(oracles, "libsvm_gamma", lambda gamma, X: calls.append(gamma) or libsvm_gamma(gamma, X))
+    split = make_split(lu2023, y, 0)
+    scorer = oracles.Scorer(ModelSpec("svm-rbf", {"gamma": "scale"}), 0, _Features("train", X, split),
+                            y[split.train], y[split.test])
+    scorer.predict(np.arange(30))
+    assert calls == ["scale"]
 
 
 @pytest.mark.parametrize("trial_seed", [0, 1, 2])
@@ -125,7 +210,7 @@ def test_processes_of_a_team_claim_every_chunk_once_and_stale_rounds_stop():
     state[0], state[1] = 7, 0
     results: list[dict] = []
     slow = lambda c: (threading.Event().wait(0.001), c * c)[1]  # noqa: E731
-    threads = [threading.Thread(target=lambda: results.append(oracles._claim_chunks(lock, state, 7, 50, slow)))
+    threads = [threading.Thread(target=lambda: results.append(process_team._claim_chunks(lock, state, 7, 50, slow)))
                for _ in range(3)]
     for t in threads:
         t.start()
@@ -134,9 +219,9 @@ def test_processes_of_a_team_claim_every_chunk_once_and_stale_rounds_stop():
     claimed = [c for done in results for c in done]
     assert sorted(claimed) == list(range(50)) and all(done[c] == c * c for done in results for c in done)
     assert sum(1 for done in results if done) >= 2  # the work was shared
-    assert oracles._claim_chunks(lock, state, 6, 50, slow) == {}  # an ended round's worker takes nothing
+    assert process_team._claim_chunks(lock, state, 6, 50, slow) == {}  # an ended round's worker takes nothing
     state[1] = 0
-    assert oracles._claim_chunks(lock, state, 6, 50, slow) == {}
+    assert process_team._claim_chunks(lock, state, 6, 50, slow) == {}
 
 
 def test_greedy_oracle_falls_back_to_margin_sampling_when_nothing_improves(lu2023):
@@ -161,7 +246,7 @@ def test_greedy_oracle_keeps_the_first_best_improving_candidate():
 
     rng = np.random.default_rng(0)
     drawn = np.random.default_rng(0).choice(np.arange(2, 6), size=4, replace=False)
-    queried, _ = oracles.greedy_search(Scorer(), Counts(), 2, 1, 4, rng)
+    queried = oracles.greedy_search(Scorer(), Counts(), np.arange(2), 1, 4, rng)
     assert queried == (int(next(c for c in drawn if c in (3, 4))),)
 
 

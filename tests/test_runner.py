@@ -12,7 +12,8 @@ from audit.errors import AuditError
 from audit.metrics import get_variant
 from audit.models import ModelSpec
 from audit.protocols import StrategySpec, load_protocol
-from audit.runner import TrialTask, budget_for, run_tasks, run_trial
+from audit.executors import run_tasks
+from audit.runner import TrialTask, budget_for, run_trial
 from audit.splits import make_split
 from tests.conftest import with_split
 

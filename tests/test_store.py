@@ -127,7 +127,7 @@ def test_the_fingerprint_covers_the_code_trials_run_and_not_what_reads_them():
 
     code = _relative(replay_sources())
     assert {"audit/runner.py", "audit/splits.py", "audit/models.py", "audit/forest.py", "audit/metrics.py",
-            "audit/oracles.py", "audit/datasets.py", "audit/protocols/__init__.py", "audit/__init__.py"} <= code
+            "audit/process_team.py", "audit/datasets.py", "audit/protocols/__init__.py", "audit/__init__.py"} <= code
     assert {str(p.relative_to(REPO)) for p in (REPO / "adapters").glob("*.py")} <= code
     assert not code & {"audit/report.py", "audit/cli.py", "audit/compat.py", "audit/stats.py", "audit/gate.py",
                        "audit/reproduce.py", "audit/compare.py", "audit/diagnose/counterfactual.py"}
@@ -162,5 +162,5 @@ def test_every_module_of_this_tool_a_trial_loads_is_in_the_fingerprint():
                           timeout=240)
     assert done.returncode == 0, done.stderr
     loaded = _relative(Path(f) for f in json.loads(done.stdout.splitlines()[-1]))
-    assert {"adapters/alipy.py", "adapters/skactiveml.py", "adapters/libact.py", "audit/oracles.py"} <= loaded
+    assert {"adapters/alipy.py", "adapters/skactiveml.py", "adapters/libact.py", "adapters/oracles.py"} <= loaded
     assert loaded <= _relative(replay_sources()), loaded - _relative(replay_sources())
