@@ -7,6 +7,7 @@ so ``import audit`` stays instant and imports neither pandas nor scikit-learn.
 
 from audit.errors import AuditError
 from audit.version import __version__
+
 API = ("Replay", "reproduce", "trials", "rounds", "protocol", "references", "compare")
 __all__ = ["AuditError", "__version__", *API]
 

@@ -13,7 +13,7 @@ import time
 from importlib import metadata
 from typing import Callable, Sequence
 
-from audit import __version__
+from audit.version import __version__
 from audit.errors import AuditError
 
 EXIT_ERROR = 2

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from audit import __version__
+from audit.version import __version__
 from audit.errors import AuditError
 
 MANIFEST = ".al-audit-report.json"

@@ -45,7 +45,7 @@ import numpy as np
 from scipy import stats
 
 import adapters
-from audit import __version__
+from audit.version import __version__
 from audit.datasets import ALIASES, REGISTRY
 from audit.destinations import check_name, check_output_file, check_report_dir, write_directory
 from audit.errors import AuditError

@@ -122,34 +122,41 @@ def _source(module: str) -> Path | None:
     return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
 
 
-def _imports(path: Path) -> list[str]:
-    """Every absolute module an import statement of the file names, function-level ones included
-    (``from a import b`` names ``a`` and, when it is a module, ``a.b``)."""
-    names = []
-    for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+def _imports(path: Path, in_functions: bool = True) -> list[tuple[str, bool]]:
+    """(module, whether its functions may run) for every absolute import of the file,
+    function-level ones included unless ``in_functions`` is false. ``from a import b`` of a
+    module ``a.b`` runs ``a.b`` and only the module-level code of the package ``a``."""
+    tree = ast.parse(path.read_bytes(), str(path))
+    found = []
+    for node in ast.walk(tree) if in_functions else tree.body:
         if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
+            found += [(alias.name, True) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names += [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-    return names
+            submodules = [f"{node.module}.{a.name}" for a in node.names if _source(f"{node.module}.{a.name}")]
+            found += [(name, True) for name in submodules]
+            found.append((node.module, len(submodules) < len(node.names)))  # a name defined in node.module
+    return found
 
 
 @lru_cache(maxsize=1)
 def replay_sources() -> tuple[Path, ...]:
     """The source files a trial can execute: REPLAY_ROOTS (a package with all its modules),
-    their parent packages, and every module of this tool they import, transitively."""
-    todo, found = list(REPLAY_ROOTS), {}
+    their parent packages, and every module of this tool they import, transitively. A
+    package that is only a parent runs just its module-level code on import, so only
+    those imports count (``audit``'s on-demand API loader is not part of a trial)."""
+    todo, found = [(root, True) for root in REPLAY_ROOTS], {}
     while todo:
-        module = todo.pop()
+        module, imported = todo.pop()
         path = _source(module)
-        if path is None or module in found:
+        if path is None or found.get(module) in (True, imported):
             continue
-        found[module] = path
+        found[module] = imported
         if module in REPLAY_ROOTS and path.name == "__init__.py":
-            todo += [f"{module}.{p.stem}" for p in path.parent.glob("*.py") if p.stem != "__init__"]
+            todo += [(f"{module}.{p.stem}", True) for p in path.parent.glob("*.py") if p.stem != "__init__"]
         parts = module.split(".")
-        todo += [".".join(parts[:i]) for i in range(1, len(parts))] + _imports(path)
-    return tuple(sorted(set(found.values())))
+        todo += [(".".join(parts[:i]), False) for i in range(1, len(parts))]
+        todo += _imports(path, in_functions=imported)
+    return tuple(sorted({_source(module) for module in found}))
 
 
 @lru_cache(maxsize=1)
