@@ -514,6 +514,7 @@ class _KernelQP(AlipyStrategy):
     """BMDR and SPAL: binary only, +1/-1 labels, lu2023's QP repair, OSQP."""
 
     placeholder = "missing"
+    distributions = ("cvxpy", "osqp")
 
     def alipy_labels(self, y):
         y = np.asarray(y, dtype=np.int64)

@@ -33,6 +33,10 @@ class QueryStrategy(ABC):
     ``model_use`` ("none": model-free; "fitted": the runner passes a fitted query
     model; "own": the library trains the query model itself from the spec it is given)
     and ``batch`` (whether batch_size > 1 is supported).
+
+    ``distributions``: further PyPI distributions (beyond ``library`` and the numeric stack)
+    whose version can change the adapter's answers; the store and the gate fingerprint them
+    (:mod:`audit.environment`).
     """
 
     library: ClassVar[str] = "native"
@@ -40,6 +44,7 @@ class QueryStrategy(ABC):
     param_defaults: ClassVar[dict[str, Any]] = {}
     model_use: ClassVar[str] = "none"
     batch: ClassVar[bool] = True
+    distributions: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, query_model: ModelSpec | None = None, random_state: int | None = None, **params: Any):
         unknown = set(params) - set(self.param_defaults)
