@@ -36,7 +36,9 @@ class QueryStrategy(ABC):
 
     ``distributions``: further PyPI distributions (beyond ``library`` and the numeric stack)
     whose version can change the adapter's answers; the store and the gate fingerprint them
-    (:mod:`audit.environment`).
+    (:mod:`audit.environment`). ``process_wide_state``: the adapter changes state of the
+    whole process while it answers (numpy's global RNG, the stdout file descriptor), so it
+    must not share a process with other threads running trials (a Dask worker refuses it).
     """
 
     library: ClassVar[str] = "native"
@@ -45,6 +47,7 @@ class QueryStrategy(ABC):
     model_use: ClassVar[str] = "none"
     batch: ClassVar[bool] = True
     distributions: ClassVar[tuple[str, ...]] = ()
+    process_wide_state: ClassVar[bool] = False
 
     def __init__(self, query_model: ModelSpec | None = None, random_state: int | None = None, **params: Any):
         unknown = set(params) - set(self.param_defaults)
