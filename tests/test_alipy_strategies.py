@@ -429,3 +429,27 @@ def test_without_the_log_loss_self_check_eer_keeps_alipys_loop(monkeypatch, sona
     monkeypatch.undo()
     assert vars(eer._build(sonar.X[:30], np.zeros(30, dtype=np.int64)))["log_loss"] is al.sequential_log_loss
 
+
+# --- process-wide state and Dask's threads ---------------------------------------------------
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_dask_worker_with_other_threads_refuses_an_adapter_with_process_wide_state(threads, sonar):
+    """alipy.random seeds numpy's global RNG for its call; BMDR/SPAL silence the stdout
+    descriptor: beside other trials in the same process that is refused, in one line."""
+    from distributed import LocalCluster
+
+    from audit.errors import AuditError
+    from audit.executors import DaskExecutor
+    from audit.runner import TrialTask
+
+    random, uncertainty = (single_strategy(LU2023, SPECS[sid]) for sid in ("random", "uncertainty"))
+    with LocalCluster(n_workers=1, threads_per_worker=threads, processes=False, dashboard_address=None) as cluster, \
+            DaskExecutor(cluster.scheduler_address) as executor:
+        if threads > 1:
+            with pytest.raises(AuditError, match=r"^alipy.random changes process-wide state .* 1 other thread"):
+                list(executor.run([TrialTask(random, "sonar", None, "random", 0)]))
+        else:
+            [result] = executor.run([TrialTask(random, "sonar", None, "random", 0)])
+            assert result.status == "ok", result.error
+        [result] = executor.run([TrialTask(uncertainty, "sonar", None, "uncertainty", 0)])
+        assert result.status == "ok", result.error
