@@ -18,19 +18,26 @@ unlabeled rows, which those classes read only at labeled indices.
 
 Library quirks handled here (ALiPy's files are never edited):
 
-- ``collections.Iterable`` and friends (removed in Python 3.10) are aliased from
-  ``collections.abc`` before ALiPy is imported; ``np.NaN``, ``np.infty``, ``np.NINF``,
-  ``np.trapz`` and ``np.row_stack`` are restored for numpy 2 where missing.
+- ``collections.Iterable`` and friends (removed in Python 3.10), and ``np.NaN``,
+  ``np.infty``, ``np.NINF``, ``np.trapz`` and ``np.row_stack`` (removed in numpy 2) are
+  restored where missing for ALiPy's modules alone: their ``collections`` and ``np``
+  globals become views of the real modules with those names added (:class:`_ModuleView`);
+  the ``collections`` and ``numpy`` modules the rest of the process sees are unchanged.
 - ``QueryInstanceRandom.select`` reads ``unlabel_index.index``: it needs ALiPy's
   ``IndexCollection``, which every call here passes. IndexCollection sorts its
   elements, so ALiPy sees the candidates in ascending row order (= pool order here).
 - QBC (BaggingClassifier), Random (``np.random.shuffle``) and LAL (random forests) draw
   from numpy's global RNG; the adapter seeds it from the strategy's RNG for the call
-  and restores the previous global state afterwards.
+  and restores the previous global state afterwards. That, and BMDR/SPAL silencing the
+  stdout file descriptor, is process-wide state while the call runs: those classes set
+  ``process_wide_state`` (no Dask worker with other threads runs them).
 - BMDR/SPAL: lu2023's fix (Appendix D): the kernel matrix is symmetrised once, and
   every quadratic form ALiPy builds goes through :func:`psd_fixed` (symmetrise, add
   1e-15 to the diagonal, ``cvxpy.psd_wrap``) and is solved by OSQP. This is done by
-  handing ALiPy's ``select`` a stand-in for the cvxpy module.
+  handing ALiPy's ``select`` a stand-in for the cvxpy module (the ALiPy object's own
+  ``_cvxpy`` attribute). BMDR's ``select`` runs as a copy of ALiPy's function whose ``np``
+  global reuses a repeated pseudo-inverse (:class:`_RepeatPinvNumpy`); ALiPy's module
+  keeps its own ``np``.
 - BMDR/SPAL: ALiPy keeps the batch constraint ``sum(x) == b`` only when
   ``type(prob.solve(...)) == float``; cvxpy returns ``numpy.float64``, so the check
   always fails and ALiPy re-solves the relaxed QP (box constraints only) and uses that.
@@ -49,6 +56,7 @@ import functools
 import io
 import os
 import sys
+import types
 import warnings
 from typing import Any
 
@@ -67,32 +75,57 @@ LAL_FILES = {
 }
 
 
-def _patch_runtime() -> None:
-    """Restore the names ALiPy 1.2.5 still uses (only where they are missing)."""
-    for name in ("Iterable", "Iterator", "Mapping", "MutableMapping", "Sequence", "MutableSequence",
-                 "Callable", "Set", "MutableSet", "Hashable", "Sized", "Container", "Generator"):
-        if not hasattr(collections, name):
-            setattr(collections, name, getattr(collections.abc, name))
-    aliases = {"NaN": np.nan, "infty": np.inf, "NINF": -np.inf}
-    aliases["trapz"] = getattr(np, "trapezoid", None)
-    aliases["row_stack"] = np.vstack
-    for name, value in aliases.items():
-        if value is None:
-            continue
+class _ModuleView(types.ModuleType):
+    """A module as ALiPy's modules see it: the real one, plus ``aliases`` for names ALiPy
+    1.2.5 still uses and today's Python or numpy no longer has. Every other name is looked
+    up on the real module at each access."""
+
+    def __init__(self, module: types.ModuleType, aliases: dict[str, Any]):
+        super().__init__(module.__name__, module.__doc__)
+        vars(self).update(aliases)
+        self._real = module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def _missing(module: types.ModuleType, aliases: dict[str, Any]) -> dict[str, Any]:
+    """The aliases whose name the module does not have (numpy 2 raises for some removed names)."""
+    def present(name: str) -> bool:
         try:
-            present = hasattr(np, name)
-        except Exception:  # numpy 2 raises for some removed names on access
-            present = False
-        if not present:
-            setattr(np, name, value)
+            return hasattr(module, name)
+        except Exception:
+            return False
+
+    return {name: value for name, value in aliases.items() if value is not None and not present(name)}
 
 
-_patch_runtime()
+COLLECTIONS_VIEW = _ModuleView(collections, _missing(collections, {
+    name: getattr(collections.abc, name)
+    for name in ("Iterable", "Iterator", "Mapping", "MutableMapping", "Sequence", "MutableSequence", "Callable",
+                 "Set", "MutableSet", "Hashable", "Sized", "Container", "Generator")}))
+NUMPY_VIEW = _ModuleView(np, _missing(np, {"NaN": np.nan, "infty": np.inf, "NINF": -np.inf,
+                                           "trapz": getattr(np, "trapezoid", None), "row_stack": np.vstack}))
+
+
+def _give_alipy_its_views() -> None:
+    """Rebind the ``collections`` and numpy globals of every loaded ALiPy module to the views."""
+    views = ((collections, COLLECTIONS_VIEW), (np, NUMPY_VIEW))
+    for name, module in list(sys.modules.items()):
+        if name != "alipy" and not name.startswith("alipy."):
+            continue
+        namespace = vars(module)
+        for key, value in list(namespace.items()):
+            for real, view in views:
+                if value is real:
+                    namespace[key] = view
+
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from alipy.index import IndexCollection
     from alipy.query_strategy import query_labels as _ql
+_give_alipy_its_views()
 
 
 # --- helpers --------------------------------------------------------------------------
@@ -179,7 +212,7 @@ class _RepeatPinvNumpy:
         self.linalg = _RepeatPinvLinalg()
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(np, name)
+        return getattr(NUMPY_VIEW, name)
 
 
 class _RepeatPinvLinalg:
@@ -201,15 +234,13 @@ class _RepeatPinvLinalg:
         return result
 
 
-@contextlib.contextmanager
-def _module_global(module: Any, name: str, value: Any):
-    """Rebind one global of a library module for the duration of a call."""
-    saved = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, saved)
+def _with_globals(function: types.FunctionType, **replaced: Any) -> types.FunctionType:
+    """A copy of a library function that sees some of its module's globals replaced; the
+    module, and every other caller of the function, sees its own."""
+    copy = types.FunctionType(function.__code__, {**function.__globals__, **replaced}, function.__name__,
+                              function.__defaults__, function.__closure__)
+    copy.__kwdefaults__ = function.__kwdefaults__
+    return copy
 
 
 @contextlib.contextmanager
@@ -385,6 +416,7 @@ class QBC(AlipyStrategy):
     param_defaults = {"disagreement": "vote_entropy"}
     model_use = "own"
     uses_global_rng = True
+    process_wide_state = True  # numpy's global RNG, seeded for the call
 
     def _build(self, X, y_alipy):
         return _ql.QueryInstanceQBC(X, y_alipy, method="query_by_bagging",
@@ -505,6 +537,7 @@ class Random(AlipyStrategy):
     implements = "QueryInstanceRandom"
     alipy_class = "QueryInstanceRandom"
     uses_global_rng = True
+    process_wide_state = True  # numpy's global RNG, seeded for the call
 
     def _build(self, X, y_alipy):
         return _ql.QueryInstanceRandom(X, y_alipy)
@@ -514,6 +547,8 @@ class _KernelQP(AlipyStrategy):
     """BMDR and SPAL: binary only, +1/-1 labels, lu2023's QP repair, OSQP."""
 
     placeholder = "missing"
+    distributions = ("cvxpy", "osqp")
+    process_wide_state = True  # OSQP's stdout is silenced at the file descriptor
 
     def alipy_labels(self, y):
         y = np.asarray(y, dtype=np.int64)
@@ -555,8 +590,9 @@ class BMDR(_KernelQP):
         return self._finish_build(qs)
 
     def _call(self, qs, labeled, candidates, batch_size, model):
-        with _module_global(_ql, "np", _RepeatPinvNumpy()):
-            return super()._call(qs, labeled, candidates, batch_size, model)
+        select = _with_globals(_ql.QueryInstanceBMDR.select, np=_RepeatPinvNumpy())
+        return select(qs, IndexCollection(labeled), IndexCollection(candidates), batch_size=batch_size,
+                      qp_solver="OSQP")
 
 
 class SPAL(_KernelQP):
@@ -585,6 +621,7 @@ class LAL(AlipyStrategy):
     param_defaults = {"mode": "LAL_iterative", "cls_est": 50}
     placeholder = "known-class"
     uses_global_rng = True
+    process_wide_state = True  # numpy's global RNG, seeded for the call
 
     @classmethod
     def data_dir(cls, mode: str = "LAL_iterative") -> str | None:

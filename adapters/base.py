@@ -68,6 +68,12 @@ class QueryStrategy(ABC):
     ``batch`` (whether batch_size > 1 is supported) and ``uses_test_labels`` (the
     strategy chooses by the test labels: a reference bound, not a query strategy; only
     such a strategy is given the trial's :class:`TrialView`).
+
+    ``distributions``: further PyPI distributions (beyond ``library`` and the numeric stack)
+    whose version can change the adapter's answers; the store and the gate fingerprint them
+    (:mod:`audit.environment`). ``process_wide_state``: the adapter changes state of the
+    whole process while it answers (numpy's global RNG, the stdout file descriptor), so it
+    must not share a process with other threads running trials (a Dask worker refuses it).
     """
 
     library: ClassVar[str] = "native"
@@ -76,6 +82,8 @@ class QueryStrategy(ABC):
     model_use: ClassVar[str] = "none"
     batch: ClassVar[bool] = True
     uses_test_labels: ClassVar[bool] = False
+    distributions: ClassVar[tuple[str, ...]] = ()
+    process_wide_state: ClassVar[bool] = False
 
     def __init__(self, query_model: ModelSpec | None = None, random_state: int | None = None, **params: Any):
         unknown = set(params) - set(self.param_defaults)

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from audit.workers import context as worker_context
+from audit.workers import context as worker_context, run_on_dask_worker
 from audit.errors import AuditError
 from audit.runner import TrialResult, TrialTask, execute_task
 
@@ -379,7 +379,8 @@ class DaskExecutor(Executor):
                 [self._data_futures[name]] = self._client.scatter([arrays], broadcast=True, hash=False)
 
     def _submit(self, task: TrialTask) -> Any:
-        return self._client.submit(self.trial_function, task, self._data_futures[task.dataset], pure=False)
+        return self._client.submit(run_on_dask_worker, self.trial_function, task, self._data_futures[task.dataset],
+                                   pure=False)
 
     def _wait(self, handles: list[Any]) -> Iterable[Any]:
         from distributed import wait as dask_wait

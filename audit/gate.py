@@ -27,7 +27,6 @@ import dataclasses
 import json
 import math
 import os
-import platform
 import secrets
 import socket
 import sys
@@ -37,7 +36,6 @@ import tomllib
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -48,20 +46,19 @@ import adapters
 from audit.version import __version__
 from audit.datasets import ALIASES, REGISTRY
 from audit.destinations import check_name, check_output_file, check_report_dir, write_directory
+from audit.environment import environment_versions
 from audit.errors import AuditError
 from audit.models import ModelSpec
 from audit.protocols import Protocol, SplitSpec, StrategySpec, TrialSpec, load_protocol
 from audit.replay import ReproduceRequest, choose_strategies, execute_replay, plan_replay
 from audit.splits import make_split
-from audit.store import ResultStore, code_hash, library_versions
+from audit.store import ResultStore, code_hash
 
 SUITE_DIR = Path(__file__).resolve().parent / "suites"
 BASELINE_FORMAT = "al-audit-baseline/1"
 DEFAULT_BASELINE_DIR = "al-audit-baselines"  # `baseline create` without --out: below the current directory
 SUITE_KEYS = ("name", "description", "protocol", "datasets", "strategies", "trials", "seeds", "bindings")
 BINDING_KEYS = ("implementation", "params", "query_model")
-# Beyond the store's tracked packages: solvers and parallel helpers that strategies lean on.
-EXTRA_PACKAGES = ("cvxpy", "osqp", "joblib", "threadpoolctl")
 POWER = 0.8  # of the trials-needed estimate
 EXIT_OK, EXIT_DRIFT, EXIT_ERROR = 0, 1, 2
 
@@ -239,14 +236,8 @@ def parse_suite(data: dict[str, Any], path: Path) -> Suite:
 # --- environment and spec differences ---------------------------------------------------
 
 def environment() -> dict[str, str]:
-    """The fingerprint a baseline records: interpreter, numeric stack, AL libraries, platform."""
-    env = library_versions()
-    for name in EXTRA_PACKAGES:
-        try:
-            env[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            env[name] = "absent"
-    env["platform"] = f"{platform.system()} {platform.machine()}"
+    """What a baseline records: the store's environment fingerprint and this tool's version and code."""
+    env = environment_versions()
     env["al-audit"] = f"{__version__} (code {code_hash()})"
     return env
 

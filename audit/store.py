@@ -2,7 +2,7 @@
 
 A trial is keyed by (protocol, dataset, strategy, trial seed, fingerprint), where the
 fingerprint covers the protocol spec, the code a trial runs (see :func:`replay_sources`)
-and every library version: a result is reused only when all of them are the same. A trial and its rounds are written
+and the environment (:func:`audit.environment.environment_versions`): a result is reused only when all of them are the same. A trial and its rounds are written
 in one transaction, so a run killed at any moment leaves each trial either complete or
 absent, and the UNIQUE key makes a finished trial impossible to store twice.
 
@@ -18,22 +18,20 @@ import functools
 import hashlib
 import json
 import os
-import platform
 import sqlite3
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from audit.environment import environment_versions
 from audit.errors import AuditError
 from audit.protocols import Protocol
 from audit.runner import RoundRecord, TrialResult
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_STORE = Path(".audit-store.sqlite")
-TRACKED_PACKAGES = ("numpy", "scipy", "scikit-learn", "libact", "alipy", "scikit-activeml")
 
 # PRAGMA user_version of the stores this code writes. 0 is a store written before versioning:
 # one whose tables match version 1's layout is taken as version 1, nothing else is.
@@ -94,16 +92,6 @@ CREATE TABLE IF NOT EXISTS runs (
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def library_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in TRACKED_PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "absent"
-    return versions
 
 
 # What a stored trial is computed by: the runner, and the adapters package, whose modules
@@ -171,7 +159,7 @@ def code_hash() -> str:
 
 
 def fingerprint_details(protocol: Protocol) -> dict[str, Any]:
-    return {"protocol_spec": protocol.spec_hash, "code": code_hash(), "versions": library_versions()}
+    return {"protocol_spec": protocol.spec_hash, "code": code_hash(), "versions": environment_versions()}
 
 
 def fingerprint_of(details: dict[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""The process context of every worker pool: forkserver, with the replay modules preloaded.
+"""The processes trials run in: the local pools' forkserver context, and the check a Dask
+worker makes before it runs a trial.
 
 Forking the driver after OpenMP/BLAS threads have run is unsafe, so pools use a
 forkserver. Importing scikit-learn costs seconds; preloaded in the forkserver, it is
@@ -11,6 +12,11 @@ the forkserver is started with SIGINT ignored, a disposition that survives its e
 is inherited by every worker it forks. Otherwise a Ctrl-C while the forkserver imports
 its preloads ends it with a traceback, and one that reaches a worker waiting for work
 kills it holding the pool's queue lock, on which the pool's shutdown then waits for ever.
+
+A Dask worker may run several trials at once, one per thread of the same process; an
+adapter that changes process-wide state while it answers (``process_wide_state``: numpy's
+global RNG, the stdout file descriptor) would change it under the others' feet, so such a
+worker refuses it (:func:`run_on_dask_worker`).
 """
 from __future__ import annotations
 
@@ -18,6 +24,9 @@ import multiprocessing
 import signal
 import threading
 from multiprocessing.context import BaseContext
+from typing import Any, Callable
+
+from audit.errors import AuditError
 
 PRELOAD = ("audit.runner", "audit.executors", "adapters.oracles", "adapters.native")
 
@@ -55,3 +64,20 @@ def _start_forkserver() -> None:
 def start_early() -> None:
     """Start the forkserver now, so its imports overlap with the driver's."""
     context()
+
+
+def run_on_dask_worker(trial_function: Callable[[Any, Any], Any], task: Any, arrays: Any) -> Any:
+    """``trial_function(task, arrays)`` on this Dask worker, unless the task's adapter needs
+    the process to itself and the worker runs more than one thread: then an AuditError, which
+    stops the run with one line (no trial is stored for it)."""
+    import adapters
+    from distributed import get_worker
+
+    implementation = task.protocol.strategy(task.strategy).implementation
+    if implementation.partition(".")[0] in adapters.LIBRARIES:  # the oracles are not adapters
+        threads = get_worker().state.nthreads
+        if threads > 1 and adapters.strategy_class(implementation).process_wide_state:
+            raise AuditError(f"{implementation} changes process-wide state while it runs and cannot share a "
+                             f"Dask worker with {threads - 1} other thread(s); start the workers with "
+                             f"`dask worker ADDRESS --nthreads 1`")
+    return trial_function(task, arrays)

@@ -7,6 +7,7 @@ says why it cannot run offline.
 """
 from __future__ import annotations
 
+import collections
 
 import numpy as np
 import pytest
@@ -64,12 +65,69 @@ def test_protocols_bind_the_alipy_four():
     assert LU2023.strategy("lal").params == {"mode": "LAL_iterative", "cls_est": 50}
 
 
-def test_runtime_aliases_for_python_3_11_and_numpy_2():
+def test_alipys_modules_alone_see_the_names_python_3_10_and_numpy_2_removed():
     import collections.abc
+    import sys
 
-    assert collections.Iterable is collections.abc.Iterable
-    assert np.NaN != np.NaN and np.infty == np.inf
-    assert np.trapz is np.trapezoid
+    assert not hasattr(collections, "Iterable") and not hasattr(collections, "Mapping")
+    for name in ("NaN", "infty", "NINF", "trapz"):
+        assert name not in vars(np)
+    for module in (al._ql, sys.modules["alipy.index.index_collections"], sys.modules["alipy.utils.misc"]):
+        assert module.np is al.NUMPY_VIEW
+    assert al._ql.collections.Iterable is collections.abc.Iterable
+    assert al._ql.collections.Counter is collections.Counter  # everything else is the real module's
+    assert al._ql.np.NaN != al._ql.np.NaN and al._ql.np.infty == np.inf and al._ql.np.trapz is np.trapezoid
+    assert al._ql.np.linalg is np.linalg and al._ql.np.random is np.random
+
+
+# A fresh interpreter: the numpy and collections modules and numpy's global RNG before
+# the adapter is imported, then after every ALiPy strategy has been built and asked twice.
+_UNTOUCHED_PROCESS = """
+import collections, json, types
+import numpy as np
+
+def names(module):
+    return {n for n, v in vars(module).items() if not isinstance(v, types.ModuleType)}
+
+np.random.seed(2024)
+before = names(np), names(collections), np.random.get_state()
+import adapters
+from adapters import MISSING
+from audit.models import ModelSpec
+from tests.conftest import toy_pool
+
+X, y, _ = toy_pool()
+LR = ModelSpec("lr", {"C": 1.0})
+ran = []
+for sid in ("eer", "bmdr", "spal", "uncertainty", "qbc", "quire", "coreset", "graph", "random"):
+    cls = adapters.strategy_class("alipy." + sid)
+    strategy = cls(query_model=LR if cls.model_use == "own" else None, random_state=0)
+    model = (ModelSpec("svm-rbf", {"probability": True}).build(0).fit(X[y != MISSING], y[y != MISSING])
+             if cls.model_use == "fitted" else None)
+    for _ in range(2):
+        strategy.query(X, y, model, 1, np.flatnonzero(y == MISSING), np.random.default_rng(0))
+    ran.append(sid)
+state = np.random.get_state()
+print(json.dumps({"ran": ran, "numpy": sorted(names(np) - before[0]), "collections": sorted(names(collections) - before[1]),
+                  "rng": all(np.array_equal(a, b) for a, b in zip(before[2], state))}))
+"""
+
+
+def test_alipy_queries_leave_numpy_collections_and_the_global_rng_as_they_were():
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", _UNTOUCHED_PROCESS], cwd=root, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(root)}, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert len(seen["ran"]) == 9
+    assert seen["numpy"] == [] and seen["collections"] == []  # no alias added to either module
+    assert seen["rng"] is True
 
 
 @pytest.mark.parametrize("sid", AVAILABLE)
@@ -238,6 +296,19 @@ def test_graph_density_keeps_excluded_rows_density():
     assert np.array_equal(strategy._qs.graph_density[others], before[others])
 
 
+@pytest.mark.parametrize("sid", [s for s in AVAILABLE if s != "lal"])
+def test_every_alipy_query_leaves_numpys_global_rng_as_it_was(sid):
+    X, y, _ = pool()
+    cls = adapters.strategy_class(f"alipy.{sid}")
+    strategy = cls(query_model=LR if cls.model_use == "own" else None, random_state=0)
+    model = LR.build(0).fit(X[y != MISSING], y[y != MISSING]) if cls.model_use == "fitted" else None
+    np.random.seed(99)
+    before = np.random.get_state()
+    for _ in range(2):
+        strategy.query(X, y, model, 1, np.flatnonzero(y == MISSING), np.random.default_rng(0))
+    assert all(np.array_equal(a, b) for a, b in zip(before, np.random.get_state()))
+
+
 def test_random_restores_numpys_global_rng():
     X, y, _ = pool()
     np.random.seed(123)
@@ -315,6 +386,23 @@ def test_bmdr_reuses_the_pseudo_inverse_of_a_repeated_matrix(monkeypatch):
     assert 0 < n_fast < (len(calls) - n_fast) / 5, (n_fast, len(calls) - n_fast)  # iterations reuse one SVD
 
 
+def test_bmdr_swaps_numpy_for_its_own_select_and_leaves_alipys_module_alone(monkeypatch):
+    """The repeated-pinv numpy is a global of BMDR's copy of ``select`` only: while it runs,
+    ALiPy's module (and so any other thread's ALiPy call) still has its own ``np``."""
+    seen = []
+    original = al._FixedQP.Problem
+
+    def recording(self, *args, **kwargs):
+        seen.append(al._ql.np)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(al._FixedQP, "Problem", recording)
+    alipys_own = al._ql.np
+    X, y, _ = pool(n=40, n_labeled=8)
+    al.BMDR().query(X, y, None, 1, np.flatnonzero(y == MISSING), None)
+    assert seen and all(module is alipys_own for module in seen)
+
+
 def test_the_repeat_pinv_view_recomputes_for_a_changed_matrix():
     view = al._RepeatPinvNumpy()
     a = np.array([[2.0, 1.0], [1.0, 3.0]])
@@ -340,3 +428,28 @@ def test_without_the_log_loss_self_check_eer_keeps_alipys_loop(monkeypatch, sona
     assert "log_loss" not in vars(qs)
     monkeypatch.undo()
     assert vars(eer._build(sonar.X[:30], np.zeros(30, dtype=np.int64)))["log_loss"] is al.sequential_log_loss
+
+
+# --- process-wide state and Dask's threads ---------------------------------------------------
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_dask_worker_with_other_threads_refuses_an_adapter_with_process_wide_state(threads, sonar):
+    """alipy.random seeds numpy's global RNG for its call; BMDR/SPAL silence the stdout
+    descriptor: beside other trials in the same process that is refused, in one line."""
+    from distributed import LocalCluster
+
+    from audit.errors import AuditError
+    from audit.executors import DaskExecutor
+    from audit.runner import TrialTask
+
+    random, uncertainty = (single_strategy(LU2023, SPECS[sid]) for sid in ("random", "uncertainty"))
+    with LocalCluster(n_workers=1, threads_per_worker=threads, processes=False, dashboard_address=None) as cluster, \
+            DaskExecutor(cluster.scheduler_address) as executor:
+        if threads > 1:
+            with pytest.raises(AuditError, match=r"^alipy.random changes process-wide state .* 1 other thread"):
+                list(executor.run([TrialTask(random, "sonar", None, "random", 0)]))
+        else:
+            [result] = executor.run([TrialTask(random, "sonar", None, "random", 0)])
+            assert result.status == "ok", result.error
+        [result] = executor.run([TrialTask(uncertainty, "sonar", None, "uncertainty", 0)])
+        assert result.status == "ok", result.error
