@@ -107,6 +107,13 @@ class QueryStrategy(ABC):
 
     @classmethod
     def library_version(cls) -> str:
+        """What answers the queries and its version: the AL library, al-audit's own code, or
+        a plug-in (a class outside ``adapters``) with the distribution that installed it."""
+        if cls.library == "native" and not cls.__module__.startswith("adapters."):
+            top = cls.__module__.split(".")[0]
+            dists = metadata.packages_distributions().get(top, [])
+            installed = f", {dists[0]} {metadata.version(dists[0])}" if dists else ""
+            return f"plug-in {cls.__module__}:{cls.__qualname__}{installed}"
         if cls.library == "native":
             from audit.version import __version__
 

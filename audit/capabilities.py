@@ -60,6 +60,19 @@ def matrix(protocol_names: list[str] | None = None) -> list[Capability]:
     return rows
 
 
+def format_plugins() -> str:
+    """The plug-ins installed packages register (entry-point group al_audit.strategies),
+    each with where it comes from and whether it loads here."""
+    found = adapters.plugins()
+    if not found:
+        return f"no plug-ins registered (entry-point group {adapters.ENTRY_POINT_GROUP})"
+    lines = [f"plug-ins registered under the entry-point group {adapters.ENTRY_POINT_GROUP}:"]
+    for name, target, source in found:
+        reason = adapters.unavailable_reason(name)
+        lines.append(f"  {name} = {target} ({source}): " + ("available" if reason is None else f"unavailable: {reason}"))
+    return "\n".join(lines)
+
+
 def format_matrix(rows: list[Capability]) -> str:
     """Fixed-width table; unavailable cells point to a numbered reason under the table."""
 

@@ -280,9 +280,11 @@ def _references(args: argparse.Namespace) -> int:
 
 
 def _strategies(args: argparse.Namespace) -> int:
-    from audit.capabilities import format_matrix, matrix
+    from audit.capabilities import format_matrix, format_plugins, matrix
 
     print(format_matrix(matrix([args.protocol] if args.protocol else None)))
+    print()
+    print(format_plugins())
     return 0
 
 

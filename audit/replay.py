@@ -61,7 +61,25 @@ def choose_strategies(protocol: Protocol, requested: Sequence[str] | None) -> tu
     if requested and unavailable:
         sid, reason = next(iter(unavailable.items()))
         raise AuditError(f"strategy '{sid}' cannot run here: {reason}")
-    return [s for s in ids if s not in unavailable], unavailable
+    chosen = [s for s in ids if s not in unavailable]
+    for sid in chosen:
+        check_constructs(protocol, sid)
+    return chosen, unavailable
+
+
+def check_constructs(protocol: Protocol, sid: str) -> None:
+    """Build the strategy once as a trial will, so parameters it rejects (or a plug-in whose
+    constructor raises) stop the run before any trial, with one line."""
+    spec = protocol.strategy(sid)
+    cls = adapters.strategy_class(spec.implementation)
+    try:
+        cls(query_model=protocol.query_model_for(spec) if cls.model_use == "own" else None, random_state=0,
+            **spec.params)
+    except AuditError as exc:
+        raise AuditError(f"strategy '{sid}' ({spec.implementation}): {exc}") from None
+    except Exception as exc:  # a plug-in's constructor may fail in any way
+        raise AuditError(f"strategy '{sid}' ({spec.implementation}) cannot be constructed: "
+                         f"{type(exc).__name__}: {exc}") from None
 
 
 @dataclass

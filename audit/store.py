@@ -14,6 +14,7 @@ left byte for byte as it is, with one line saying why; so is every later SQLite 
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import hashlib
 import json
@@ -25,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+import adapters
 from audit.environment import environment_versions
 from audit.errors import AuditError
 from audit.protocols import Protocol
@@ -159,7 +161,13 @@ def code_hash() -> str:
 
 
 def fingerprint_details(protocol: Protocol) -> dict[str, Any]:
-    return {"protocol_spec": protocol.spec_hash, "code": code_hash(), "versions": environment_versions()}
+    details = {"protocol_spec": protocol.spec_hash, "code": code_hash(), "versions": environment_versions()}
+    plugins = {}
+    for spec in protocol.strategies.values():  # a plug-in's own code, outside this tool's sources
+        with contextlib.suppress(AuditError):  # one that does not load runs nothing
+            if (digest := adapters.plugin_code_hash(spec.implementation)) is not None:
+                plugins[spec.implementation] = digest
+    return {**details, "plugins": plugins} if plugins else details
 
 
 def fingerprint_of(details: dict[str, Any]) -> str:

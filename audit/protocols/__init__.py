@@ -220,7 +220,8 @@ def _protocol_path(name_or_path: str | Path, relative_to: Path | None = None) ->
 
 def _read(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     """A protocol file's data; ``extends = "NAME"`` starts from that protocol's data, this
-    file's tables merged over it (a strategy it names replaces the base's whole entry)."""
+    file's tables merged over it (a strategy it names replaces the base's whole entry;
+    ``base_strategies = [...]`` keeps only those of the base's strategies)."""
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -233,7 +234,16 @@ def _read(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     base_path = _protocol_path(base_name, path)
     if base_path.resolve() in chain or len(chain) >= MAX_EXTENDS:
         raise AuditError(f"{path.name}: extends {base_name!r} in a loop or more than {MAX_EXTENDS} deep")
-    return _merge(_read(base_path, chain + (path.resolve(),)), data)
+    base = _read(base_path, chain + (path.resolve(),))
+    kept = data.pop("base_strategies", None)  # which of the base's strategies to keep (default: all)
+    if kept is not None:
+        if not isinstance(kept, list) or not all(isinstance(sid, str) for sid in kept):
+            raise AuditError(f"{path.name}: base_strategies must be a list of strategy ids")
+        unknown = [sid for sid in kept if sid not in base.get("strategies", {})]
+        if unknown:
+            raise AuditError(f"{path.name}: base_strategies names {', '.join(unknown)}, not in {base_name!r}")
+        base = {**base, "strategies": {sid: base["strategies"][sid] for sid in kept}}
+    return _merge(base, data)
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
