@@ -28,10 +28,11 @@ import math
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 from scipy import stats
+from statsmodels.stats.multitest import multipletests
 
 import adapters
 from audit.destinations import check_report_dir, write_directory
@@ -45,6 +46,7 @@ ALPHA = 0.05
 TIE_BAND = 0.005
 RUNS_K = (3, 5, 10, 20, 50)
 BASELINE = "uniform"
+TRIALS_NEEDED_POWER = 0.8  # of the gate's trials-needed estimate
 
 Table = dict[str, dict[str, dict[int, float]]]  # data set -> strategy -> trial seed -> AUBC (ok trials)
 
@@ -60,7 +62,8 @@ class Collected:
     protocol: str
 
 
-def _seed_ranges(seeds: Sequence[int]) -> str:
+def seed_ranges(seeds: Sequence[int]) -> str:
+    """Trial seeds as compact ranges: [0, 1, 2, 5] -> "0-2,5"; "none" when empty."""
     parts: list[str] = []
     for s in sorted(seeds):
         if parts and parts[-1][1] == s - 1:
@@ -112,7 +115,7 @@ def collect(protocol: str | Protocol, datasets: Sequence[str], strategies: Seque
         f"protocol {p.name} (spec {p.spec_hash}); AUBC {p.aubc_variant} on {p.aubc_metric} "
         f"({get_variant(p.aubc_variant).source}); SD ddof={p.sd_ddof}; store fingerprint {fingerprint}",
         f"libraries: {libs}",
-        "trial seeds: " + "; ".join(f"{pl.dataset} {_seed_ranges(pl.seeds)} ({len(pl.seeds)})" for pl in plans),
+        "trial seeds: " + "; ".join(f"{pl.dataset} {seed_ranges(pl.seeds)} ({len(pl.seeds)})" for pl in plans),
     ]
     if plans[0].unavailable:
         provenance.append(f"not run here: {', '.join(plans[0].unavailable)} (reasons: `audit strategies`)")
@@ -130,16 +133,136 @@ def _paired(per_strategy: dict[str, dict[int, float]], strategies: Sequence[str]
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values (NaN stays NaN and is not counted in m)."""
+    """Holm step-down adjusted p-values (statsmodels); a NaN stays NaN and is not counted in the family."""
     p = np.asarray(pvalues, dtype=float)
-    valid = np.flatnonzero(~np.isnan(p))
-    adjusted = np.full(p.shape, np.nan)
-    order = valid[np.argsort(p[valid], kind="stable")]
-    m, running = len(order), 0.0
-    for i, idx in enumerate(order):
-        running = max(running, min(1.0, (m - i) * p[idx]))
-        adjusted[idx] = running
+    adjusted = np.full(p.shape, math.nan)
+    finite = ~np.isnan(p)
+    if finite.any():
+        adjusted[finite] = multipletests(p[finite], method="holm")[1]
     return adjusted.tolist()
+
+
+# --- t-distribution statistics (every module's t-intervals, tests and power sizes) --------
+
+def t_interval(values: Sequence[float], level: float) -> tuple[float, float]:
+    """Two-sided t-interval of the mean with the sample SD (ddof=1) and df = n - 1.
+
+    Written out rather than scipy's ``t.interval``, which differs from it in the last bit
+    for about 1% of samples: stored reports stay bit-identical."""
+    v = np.asarray(values, dtype=float)
+    if v.size < 2:
+        return (math.nan, math.nan)
+    half = stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
+    return (float(v.mean() - half), float(v.mean() + half))
+
+
+def detectable_difference(n: int, ci95: tuple[float, float], power: float) -> float:
+    """The smallest difference a two-sided t-test at 5% detects with probability ``power``:
+    (t[0.975, n-1] + t[power, n-1]) * sem, the sem read off the 95% t-interval. NaN below two."""
+    if n < 2:
+        return math.nan
+    df = n - 1
+    sem = (ci95[1] - ci95[0]) / (2 * stats.t.ppf(0.975, df))
+    return float((stats.t.ppf(0.975, df) + stats.t.ppf(power, df)) * sem)
+
+
+@dataclass(frozen=True)
+class WelchResult:
+    t: float
+    df: float
+    p: float
+
+
+def welch(mean1: float, sd1: float, n1: int, mean2: float, sd2: float, n2: int) -> WelchResult | None:
+    """Welch's unequal-variance t-test from summary statistics (sample SDs).
+
+    None when it is undefined: a group of fewer than two, or both SDs zero.
+    """
+    if n1 < 2 or n2 < 2:
+        return None
+    v1, v2 = sd1**2 / n1, sd2**2 / n2
+    se = math.sqrt(v1 + v2)
+    if se == 0:
+        return None
+    t = (mean1 - mean2) / se
+    df = (v1 + v2) ** 2 / (v1**2 / (n1 - 1) + v2**2 / (n2 - 1))
+    return WelchResult(t, df, float(2 * stats.t.sf(abs(t), df)))
+
+
+@dataclass(frozen=True)
+class PairedTests:
+    """TOST and a paired t-test on per-trial AUBC differences (current - baseline)."""
+
+    n: int
+    mean: float
+    sd: float
+    dz: float | None  # Cohen's d_z = mean / sd of the differences (None when sd = 0)
+    ci: tuple[float, float]  # the (1 - 2 alpha) interval TOST decides by
+    p_difference: float
+    p_tost: float
+    verdict: str  # equivalent, drift or inconclusive
+    trials_needed: int | None  # inconclusive only: total trials that would likely decide it
+
+
+def trials_needed(mean: float, sd: float, margin: float, alpha: float, power: float = TRIALS_NEEDED_POWER) -> int | None:
+    """Smallest n that decides with about ``power``, taking the observed mean and SD as true.
+
+    Toward equivalence (|mean| < margin): (t[1-alpha, n-1] + t[power, n-1]) sd / sqrt(n) <= margin - |mean|.
+    Toward drift (|mean| > margin): (t[1-alpha/2, n-1] + t[power, n-1]) sd / sqrt(n) <= |mean|.
+    None when nothing decides it (mean exactly on the margin, or sd unknown).
+    """
+    if not math.isfinite(sd) or abs(mean) == margin:
+        return None
+    gap, quantile = (margin - abs(mean), 1 - alpha) if abs(mean) < margin else (abs(mean), 1 - alpha / 2)
+    z = stats.norm.ppf(quantile) + stats.norm.ppf(power)
+    n = max(2, math.ceil((z * sd / gap) ** 2))
+    while (stats.t.ppf(quantile, n - 1) + stats.t.ppf(power, n - 1)) * sd / math.sqrt(n) > gap:
+        n += 1  # t exceeds z by O(1/n): a few steps from the normal approximation
+    return n
+
+
+def paired_tests(differences: Iterable[float], margin: float, alpha: float) -> PairedTests:
+    d = np.asarray(list(differences), dtype=float)
+    n, mean = d.size, float(d.mean())
+    sd = float(d.std(ddof=1)) if n > 1 else math.nan
+    if n > 1 and sd == 0:  # every trial moved by the same amount: the difference is exact
+        inside = abs(mean) < margin
+        p_diff = 1.0 if mean == 0 else 0.0
+        p_tost = 0.0 if inside else 1.0
+        verdict = "equivalent" if inside else ("drift" if abs(mean) > margin else "inconclusive")
+        return PairedTests(n, mean, sd, None, (mean, mean), p_diff, p_tost, verdict, None)
+    if n < 2:
+        return PairedTests(n, mean, sd, None, (math.nan, math.nan), math.nan, math.nan, "inconclusive", None)
+    se, df = sd / math.sqrt(n), n - 1
+    p_diff = float(2 * stats.t.sf(abs(mean) / se, df))
+    p_lower = float(stats.t.sf((mean + margin) / se, df))   # H0: mean <= -margin
+    p_upper = float(stats.t.cdf((mean - margin) / se, df))  # H0: mean >= +margin
+    p_tost = max(p_lower, p_upper)
+    half = float(stats.t.ppf(1 - alpha, df)) * se
+    if p_tost < alpha:
+        verdict = "equivalent"
+    elif p_diff < alpha and abs(mean) > margin:
+        verdict = "drift"
+    else:
+        verdict = "inconclusive"
+    needed = trials_needed(mean, sd, margin, alpha) if verdict == "inconclusive" else None
+    if needed is not None:
+        needed = max(needed, n + 1)
+    return PairedTests(n, mean, sd, mean / sd, (mean - half, mean + half), p_diff, p_tost, verdict, needed)
+
+
+def paired_test(diagonal: dict[int, float], other: dict[int, float]) -> dict[str, Any]:
+    """Paired t-test of an off-diagonal cell against the diagonal on the trials both finished."""
+    seeds = sorted(set(diagonal) & set(other))
+    diffs = np.array([other[s] - diagonal[s] for s in seeds])
+    if len(seeds) < 2:
+        t, p = math.nan, math.nan
+    elif np.all(diffs == 0):
+        t, p = 0.0, 1.0
+    else:
+        test = stats.ttest_rel([other[s] for s in seeds], [diagonal[s] for s in seeds])
+        t, p = float(test.statistic), float(test.pvalue)
+    return {"n_pairs": len(seeds), "mean_difference": float(diffs.mean()) if seeds else math.nan, "t": t, "p": p}
 
 
 def paired_improvement(q: np.ndarray, baseline: np.ndarray, ddof: int = 1) -> dict[str, float]:
@@ -269,7 +392,8 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _num(value: float | None, fmt: str = ".4f") -> str:
+def format_number(value: float | None, fmt: str = ".4f") -> str:
+    """A number for a table cell: "-" for None or NaN."""
     return "-" if value is None or math.isnan(value) else format(value, fmt)
 
 
@@ -291,8 +415,8 @@ def usefulness_text(c: Collected, result: dict[str, Any]) -> tuple[str, list[str
     """(printed text, CSV header, CSV rows) of `audit usefulness`."""
     header = ["dataset", "strategy", "n", "mean_tau", "sd_tau", "t", "p_one_sided", "p_holm", "significant",
               "significant_holm"]
-    rows = [[r["dataset"], r["strategy"], r["n"], _num(r["mean_tau"], ".5f"), _num(r["sd_tau"], ".5f"),
-             _num(r["t"], ".3f"), _num(r["p"], ".3g"), _num(r["p_holm"], ".3g"),
+    rows = [[r["dataset"], r["strategy"], r["n"], format_number(r["mean_tau"], ".5f"), format_number(r["sd_tau"], ".5f"),
+             format_number(r["t"], ".3f"), format_number(r["p"], ".3g"), format_number(r["p_holm"], ".3g"),
              "yes" if r["significant"] else "no", "yes" if r["significant_holm"] else "no"] for r in result["rows"]]
     counts = result["counts"]
     count_rows = [[f"strategy {k}", v["significant"], v["significant_holm"], v["tests"]]
@@ -311,8 +435,8 @@ def rank_text(c: Collected, result: dict[str, Any]) -> tuple[str, list[str], lis
     """(printed text, CSV header, CSV rows) of `audit rank`."""
     datasets = result["datasets"]
     header = ["strategy"] + [f"{d} mean" for d in datasets] + [f"{d} sd" for d in datasets]
-    rows = [[s] + [_num(datasets[d]["ranks"].get(s, {}).get("mean", math.nan), ".2f") for d in datasets]
-            + [_num(datasets[d]["ranks"].get(s, {}).get("sd", math.nan), ".2f") for d in datasets]
+    rows = [[s] + [format_number(datasets[d]["ranks"].get(s, {}).get("mean", math.nan), ".2f") for d in datasets]
+            + [format_number(datasets[d]["ranks"].get(s, {}).get("sd", math.nan), ".2f") for d in datasets]
             for s in c.strategies]
     shown = [[s] + [f"{a} ({b})" for a, b in zip(r[1:1 + len(datasets)], r[1 + len(datasets):])]
              for s, r in zip(c.strategies, rows)]
@@ -320,7 +444,7 @@ def rank_text(c: Collected, result: dict[str, Any]) -> tuple[str, list[str], lis
     for d, e in datasets.items():
         fr = e["friedman"]
         tests.append([d, e["n"], "-" if fr is None else f"{fr['statistic']:.2f}",
-                      "-" if fr is None else f"{fr['p']:.3g}", _num(e["cd"], ".3f"),
+                      "-" if fr is None else f"{fr['p']:.3g}", format_number(e["cd"], ".3f"),
                       "; ".join(f"{a}/{b}" for a, b in e["different"]) or "none"])
     text = "\n".join(c.provenance + [
         "rank within each trial seed by AUBC (1 = best, ties averaged); mean (SD) over trials (lu2023 Table 3)", "",

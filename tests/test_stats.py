@@ -62,6 +62,11 @@ def test_holm_by_hand():
     assert adjusted[:4] == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert math.isnan(adjusted[4])
     assert stats.holm([0.6, 0.9]) == pytest.approx([1.0, 1.0])
+    assert stats.holm([0.02, math.nan, 0.04]) == pytest.approx([0.04, math.nan, 0.04], nan_ok=True)  # m = 2
+
+
+def test_seed_ranges():
+    assert stats.seed_ranges([5, 0, 1, 2, 7, 8]) == "0-2,5,7-8" and stats.seed_ranges([]) == "none"
 
 
 def test_usefulness_counts_and_holm_column():
