@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from audit import stats
+from audit import analyses, stats
 from audit.cli import main
 
 
@@ -153,11 +153,11 @@ def test_by_default_the_oracles_are_left_out_and_unavailable_strategies_named(tm
     protocol = dataclasses.replace(lu, budget_size=3, strategies={s: lu.strategy(s) for s in
                                                                  ("uniform", "us-c", "bso", "vr")})
     store = tmp_path / "store.sqlite"
-    default = stats.collect(protocol, ["sonar"], trials=2, store=store, progress=False, log=lambda line: None)
+    default = analyses.collect(protocol, ["sonar"], trials=2, store=store, progress=False, log=lambda line: None)
     assert default.strategies == ["uniform", "us-c"] and set(default.table["sonar"]) == {"uniform", "us-c"}
     assert any(line.startswith("reference oracles left out: bso") for line in default.provenance)
     assert any(line.startswith("not run here: vr") for line in default.provenance)
-    named = stats.collect(protocol, ["sonar"], ["uniform", "bso"], trials=2, store=store, progress=False,
+    named = analyses.collect(protocol, ["sonar"], ["uniform", "bso"], trials=2, store=store, progress=False,
                           log=lambda line: None)
     assert named.strategies == ["uniform", "bso"] and len(named.table["sonar"]["bso"]) == 2
     assert not any("oracles left out" in line for line in named.provenance)
