@@ -163,6 +163,8 @@ class LibactStrategy(QueryStrategy):
 
     library = "libact"
     batch = False
+    libact_class: tuple[str, str] | None = None
+    """(module, class) of the libact strategy the bound parameters go to unchanged, where they do."""
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -173,6 +175,12 @@ class LibactStrategy(QueryStrategy):
 
     def _make_strategy(self, dataset: Any) -> Any:
         raise NotImplementedError
+
+    @classmethod
+    def ignored_params(cls, params: dict[str, Any]) -> list[str]:
+        """The given parameters libact's constructor would silently ignore (none when the adapter
+        translates its parameters rather than passing them on)."""
+        return [] if cls.libact_class is None else sorted(set(params) - libact_init_reads(*cls.libact_class))
 
     def _label(self, value: int) -> int:
         if self._to_libact is None:
@@ -274,6 +282,7 @@ class HintSVM(LibactStrategy):
     behaviour, replayed as is."""
 
     implements = "HintSVM"
+    libact_class = ("libact.query_strategies.hintsvm", "HintSVM")
     param_defaults = {
         "Cl": 1.0, "Ch": 1.0, "p": 0.5, "kernel": "linear", "degree": 3, "gamma": 0.1,
         "coef0": 0.0, "tol": 1e-3, "shrinking": 1, "cache_size": 100.0,
@@ -285,9 +294,7 @@ class HintSVM(LibactStrategy):
         return _extension_missing("libact.query_strategies._hintsvm", "libact HintSVM")
 
     def _make_strategy(self, dataset):
-        return make_libact(
-            "libact.query_strategies.hintsvm", "HintSVM", dataset, random_state=self.random_state, **self.params
-        )
+        return make_libact(*self.libact_class, dataset, random_state=self.random_state, **self.params)
 
 
 class Quire(LibactStrategy):
@@ -295,6 +302,7 @@ class Quire(LibactStrategy):
     over the whole pool and its inverse are computed once, at the first call."""
 
     implements = "QUIRE"
+    libact_class = ("libact.query_strategies.quire", "QUIRE")
     param_defaults = {"lambda": 1.0, "kernel": "rbf", "gamma": 1.0}
     model_use = "none"
 
@@ -307,7 +315,7 @@ class Quire(LibactStrategy):
         kwargs = dict(self.params)
         if kwargs["kernel"] == "linear":
             kwargs.pop("gamma")  # QUIRE reads gamma only for the rbf and poly kernels
-        return make_libact("libact.query_strategies.quire", "QUIRE", dataset, **kwargs)
+        return make_libact(*self.libact_class, dataset, **kwargs)
 
 
 LU2023_ALBL_ARMS = [
@@ -395,6 +403,7 @@ class Dwus(LibactStrategy):
     (``'auto'``), so the lu2023 default here spells ``n_init = 10`` out."""
 
     implements = "DWUS"
+    libact_class = ("libact.query_strategies.density_weighted_uncertainty_sampling", "DWUS")
     param_defaults = {
         "n_clusters": 5, "sigma": 0.1, "max_iter": 100, "tol": 1e-4, "C": 1.0, "kmeans_param": {"n_init": 10},
     }
@@ -402,10 +411,7 @@ class Dwus(LibactStrategy):
 
     def _make_strategy(self, dataset):
         kwargs = {**self.params, "kmeans_param": dict(self.params["kmeans_param"])}  # DWUS writes into it
-        return make_libact(
-            "libact.query_strategies.density_weighted_uncertainty_sampling", "DWUS", dataset,
-            random_state=self.random_state, **kwargs,
-        )
+        return make_libact(*self.libact_class, dataset, random_state=self.random_state, **kwargs)
 
 
 class VarianceReduction(LibactStrategy):

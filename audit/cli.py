@@ -299,7 +299,7 @@ def _crosscheck(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from audit.stats import run_command
+    from audit.analyses import run_command
 
     datasets = _csv(args.datasets) if hasattr(args, "datasets") else [args.dataset]
     text, out_dir = run_command(args.command, args.protocol, datasets,

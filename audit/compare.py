@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
+
+from audit import stats
+from audit.stats import t_interval
 
 CONSISTENT = "consistent"
 DISCREPANT_5 = "discrepant at 5%"
@@ -35,15 +37,6 @@ class CellSummary:
     sd: float  # with the protocol's SD convention (ddof)
     ci95: tuple[float, float]
     ci99: tuple[float, float]
-
-
-def t_interval(values: Sequence[float], level: float) -> tuple[float, float]:
-    """Two-sided t-interval of the mean with the sample SD (ddof=1) and df = n - 1."""
-    v = np.asarray(values, dtype=float)
-    if v.size < 2:
-        return (math.nan, math.nan)
-    half = stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
-    return (float(v.mean() - half), float(v.mean() + half))
 
 
 def summarise(values: Sequence[float], sd_ddof: int = 1) -> CellSummary:
@@ -66,38 +59,10 @@ def verdict(summary: CellSummary, published_mean: float | None) -> str:
 
 def detectable_difference(summary: CellSummary, power: float = POWER) -> float:
     """The smallest |published - reproduced mean| the cell's two-sided t-test at 5% detects
-    with probability ``power``: (t[0.975, n-1] + t[power, n-1]) * sem, the sem read off the
-    cell's own 95% interval. NaN below two trials."""
-    if summary.n < 2:
-        return math.nan
-    df = summary.n - 1
-    sem = (summary.ci95[1] - summary.ci95[0]) / (2 * stats.t.ppf(0.975, df))
-    return float((stats.t.ppf(0.975, df) + stats.t.ppf(power, df)) * sem)
+    with probability ``power`` (:func:`audit.stats.detectable_difference`). NaN below two trials."""
+    return stats.detectable_difference(summary.n, summary.ci95, power)
 
 
 def low_power(summary: CellSummary, verdict_text: str) -> bool:
     """A consistent verdict resting on an interval too wide to detect a LOW_POWER_TOLERANCE difference."""
     return verdict_text == CONSISTENT and detectable_difference(summary) > LOW_POWER_TOLERANCE
-
-
-@dataclass(frozen=True)
-class WelchResult:
-    t: float
-    df: float
-    p: float
-
-
-def welch(mean1: float, sd1: float, n1: int, mean2: float, sd2: float, n2: int) -> WelchResult | None:
-    """Welch's unequal-variance t-test from summary statistics (sample SDs).
-
-    None when it is undefined: a group of fewer than two, or both SDs zero.
-    """
-    if n1 < 2 or n2 < 2:
-        return None
-    v1, v2 = sd1**2 / n1, sd2**2 / n2
-    se = math.sqrt(v1 + v2)
-    if se == 0:
-        return None
-    t = (mean1 - mean2) / se
-    df = (v1 + v2) ** 2 / (v1**2 / (n1 - 1) + v2**2 / (n2 - 1))
-    return WelchResult(t, df, float(2 * stats.t.sf(abs(t), df)))

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from scipy import stats
 
 from audit.compare import summarise
 from audit.destinations import check_report_dir, write_directory
@@ -33,6 +32,7 @@ from audit.models import BUILDERS, ModelSpec, parse_model
 from audit.protocols import Protocol, StrategySpec, load_protocol
 from audit.replay import ReplayPlan, ReproduceRequest, missing_tasks, plan_replay, run_and_store
 from audit.runner import TrialResult, TrialTask
+from audit.stats import holm, paired_test
 from audit.store import ResultStore
 
 ALPHA = 0.05
@@ -67,34 +67,6 @@ PAPER_DIAGONAL_BEST = (22, 26)
 
 def compatible_group(model: str) -> str:
     return f"compatible {_GROUP_NAMES.get(model, model)} best"
-
-
-# --- statistics ----------------------------------------------------------------------
-
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values (NaN stays NaN and is not counted in the family)."""
-    p = np.asarray(pvalues, dtype=float)
-    finite = np.flatnonzero(~np.isnan(p))
-    adjusted = np.full(p.size, math.nan)
-    running = 0.0
-    for rank, i in enumerate(finite[np.argsort(p[finite], kind="stable")]):
-        running = max(running, min(1.0, (finite.size - rank) * p[i]))
-        adjusted[i] = running
-    return adjusted.tolist()
-
-
-def paired_test(diagonal: dict[int, float], other: dict[int, float]) -> dict[str, Any]:
-    """Paired t-test of an off-diagonal cell against the diagonal on the trials both finished."""
-    seeds = sorted(set(diagonal) & set(other))
-    diffs = np.array([other[s] - diagonal[s] for s in seeds])
-    if len(seeds) < 2:
-        t, p = math.nan, math.nan
-    elif np.all(diffs == 0):
-        t, p = 0.0, 1.0
-    else:
-        test = stats.ttest_rel([other[s] for s in seeds], [diagonal[s] for s in seeds])
-        t, p = float(test.statistic), float(test.pvalue)
-    return {"n_pairs": len(seeds), "mean_difference": float(diffs.mean()) if seeds else math.nan, "t": t, "p": p}
 
 
 def judge_column(task: str, column: dict[str, dict[int, float]], alpha: float = ALPHA) -> dict[str, Any]:

@@ -39,8 +39,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-import numpy as np
-from scipy import stats
 
 import adapters
 from audit.version import __version__
@@ -52,6 +50,7 @@ from audit.models import ModelSpec
 from audit.protocols import Protocol, SplitSpec, StrategySpec, TrialSpec, load_protocol
 from audit.replay import ReproduceRequest, choose_strategies, execute_replay, plan_replay
 from audit.splits import make_split
+from audit.stats import TRIALS_NEEDED_POWER, format_number, paired_tests
 from audit.store import ResultStore, code_hash
 
 SUITE_DIR = Path(__file__).resolve().parent / "suites"
@@ -59,7 +58,6 @@ BASELINE_FORMAT = "al-audit-baseline/1"
 DEFAULT_BASELINE_DIR = "al-audit-baselines"  # `baseline create` without --out: below the current directory
 SUITE_KEYS = ("name", "description", "protocol", "datasets", "strategies", "trials", "seeds", "bindings")
 BINDING_KEYS = ("implementation", "params", "query_model")
-POWER = 0.8  # of the trials-needed estimate
 EXIT_OK, EXIT_DRIFT, EXIT_ERROR = 0, 1, 2
 
 
@@ -488,70 +486,6 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
-# --- statistics -----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class PairedTests:
-    """TOST and a paired t-test on per-trial AUBC differences (current - baseline)."""
-
-    n: int
-    mean: float
-    sd: float
-    dz: float | None  # Cohen's d_z = mean / sd of the differences (None when sd = 0)
-    ci: tuple[float, float]  # the (1 - 2 alpha) interval TOST decides by
-    p_difference: float
-    p_tost: float
-    verdict: str  # equivalent, drift or inconclusive
-    trials_needed: int | None  # inconclusive only: total trials that would likely decide it
-
-
-def trials_needed(mean: float, sd: float, margin: float, alpha: float, power: float = POWER) -> int | None:
-    """Smallest n that decides with about ``power``, taking the observed mean and SD as true.
-
-    Toward equivalence (|mean| < margin): (t[1-alpha, n-1] + t[power, n-1]) sd / sqrt(n) <= margin - |mean|.
-    Toward drift (|mean| > margin): (t[1-alpha/2, n-1] + t[power, n-1]) sd / sqrt(n) <= |mean|.
-    None when nothing decides it (mean exactly on the margin, or sd unknown).
-    """
-    if not math.isfinite(sd) or abs(mean) == margin:
-        return None
-    gap, quantile = (margin - abs(mean), 1 - alpha) if abs(mean) < margin else (abs(mean), 1 - alpha / 2)
-    z = stats.norm.ppf(quantile) + stats.norm.ppf(power)
-    n = max(2, math.ceil((z * sd / gap) ** 2))
-    while (stats.t.ppf(quantile, n - 1) + stats.t.ppf(power, n - 1)) * sd / math.sqrt(n) > gap:
-        n += 1  # t exceeds z by O(1/n): a few steps from the normal approximation
-    return n
-
-
-def paired_tests(differences: Iterable[float], margin: float, alpha: float) -> PairedTests:
-    d = np.asarray(list(differences), dtype=float)
-    n, mean = d.size, float(d.mean())
-    sd = float(d.std(ddof=1)) if n > 1 else math.nan
-    if n > 1 and sd == 0:  # every trial moved by the same amount: the difference is exact
-        inside = abs(mean) < margin
-        p_diff = 1.0 if mean == 0 else 0.0
-        p_tost = 0.0 if inside else 1.0
-        verdict = "equivalent" if inside else ("drift" if abs(mean) > margin else "inconclusive")
-        return PairedTests(n, mean, sd, None, (mean, mean), p_diff, p_tost, verdict, None)
-    if n < 2:
-        return PairedTests(n, mean, sd, None, (math.nan, math.nan), math.nan, math.nan, "inconclusive", None)
-    se, df = sd / math.sqrt(n), n - 1
-    p_diff = float(2 * stats.t.sf(abs(mean) / se, df))
-    p_lower = float(stats.t.sf((mean + margin) / se, df))   # H0: mean <= -margin
-    p_upper = float(stats.t.cdf((mean - margin) / se, df))  # H0: mean >= +margin
-    p_tost = max(p_lower, p_upper)
-    half = float(stats.t.ppf(1 - alpha, df)) * se
-    if p_tost < alpha:
-        verdict = "equivalent"
-    elif p_diff < alpha and abs(mean) > margin:
-        verdict = "drift"
-    else:
-        verdict = "inconclusive"
-    needed = trials_needed(mean, sd, margin, alpha) if verdict == "inconclusive" else None
-    if needed is not None:
-        needed = max(needed, n + 1)
-    return PairedTests(n, mean, sd, mean / sd, (mean - half, mean + half), p_diff, p_tost, verdict, needed)
-
-
 # --- comparing cells --------------------------------------------------------------------
 
 def compare_cell(base: list[dict[str, Any]], current: CellRun, margin: float, alpha: float) -> dict[str, Any]:
@@ -675,10 +609,6 @@ def gate(baseline_path: str | Path, *, margin: float = 0.005, alpha: float = 0.0
 
 # --- outputs ----------------------------------------------------------------------------
 
-def _num(value: float | None, fmt: str) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, fmt)
-
-
 def _overall(report: dict[str, Any]) -> str:
     code = report["exit_code"]
     if code == EXIT_DRIFT:
@@ -719,8 +649,8 @@ def format_summary(report: dict[str, Any]) -> str:
         ci_text = "-" if not ci or any(math.isnan(v) for v in ci) else f"[{ci[0]:+.4f}, {ci[1]:+.4f}]"
         same = f"{c['identical_queries']}/{c['paired_trials']}" if "paired_trials" in c else "-"
         lines.append(f"| {c['dataset']} | {c['strategy']} | {c['library']} | **{c['verdict']}** | {c['n_trials']} | "
-                     f"{same} | {_num(c.get('mean_difference'), '+.4f')} | {ci_text} | {_num(c.get('dz'), '+.2f')} | "
-                     f"{_num(c.get('p_difference'), '.3g')} | {_num(c.get('p_tost'), '.3g')} |")
+                     f"{same} | {format_number(c.get('mean_difference'), '+.4f')} | {ci_text} | {format_number(c.get('dz'), '+.2f')} | "
+                     f"{format_number(c.get('p_difference'), '.3g')} | {format_number(c.get('p_tost'), '.3g')} |")
     notable = [c for c in report["cells"] if c["verdict"] not in ("identical", "equivalent")]
     if notable:
         lines += ["", "## Findings", ""]
@@ -730,7 +660,7 @@ def format_summary(report: dict[str, Any]) -> str:
     lines += ["", "Verdicts: *identical* = same queries and AUBC in every trial; *equivalent* = TOST within the "
               "margin; *drift* = paired t-test significant and the mean difference beyond the margin; "
               "*inconclusive* = neither (the estimate of trials needed assumes the observed mean and SD, "
-              f"{int(POWER * 100)}% power); *error* = a trial's status changed or the cell could not run.", ""]
+              f"{int(TRIALS_NEEDED_POWER * 100)}% power); *error* = a trial's status changed or the cell could not run.", ""]
     return "\n".join(lines)
 
 

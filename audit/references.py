@@ -15,6 +15,13 @@ REQUIRED = ("paper", "table", "dataset", "strategy", "metric", "scale", "aubc_va
 OPTIONAL = tuple(c for c in COLUMNS if c not in REQUIRED + ("mean",))  # a user's table may leave these out
 METRICS = {"accuracy", "roc_auc", "f1"}
 SCALES = {"percent": 100.0, "fraction": 1.0}
+PAPER_SD_DDOF = {"lu2023": 1, "zhan2021": 0}
+"""The SD convention of each paper's printed SDs: lu2023 the sample SD, zhan2021's code np.std (ddof 0)."""
+
+
+def paper_sd_ddof(paper: str) -> int | None:
+    """The ddof of the SDs ``paper`` printed; None for a paper whose convention is not known."""
+    return PAPER_SD_DDOF.get(paper)
 
 
 @dataclass(frozen=True)

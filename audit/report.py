@@ -14,6 +14,7 @@ from typing import Any
 
 from audit.compare import LOW_POWER_TOLERANCE, POWER
 from audit.datasets import get_info, incomparable, property_differences
+from audit.stats import seed_ranges
 
 CURVES_PNG = "learning_curve.png"
 FOREST_PNG = "forest_plot.png"
@@ -42,7 +43,7 @@ def provenance_lines(report: dict[str, Any]) -> list[str]:
         *data_property_lines(report['dataset']['name']),
         f"AUBC {p['aubc_variant']} on {p['aubc_metric']} ({p['aubc_definition']}); "
         f"SD ddof={p['sd_ddof']}; values in {p['scale']}",
-        f"trial seeds {_seed_ranges(seeds['trial_seeds'])} ({len(seeds['trial_seeds'])} trials, "
+        f"trial seeds {seed_ranges(seeds['trial_seeds'])} ({len(seeds['trial_seeds'])} trials, "
         f"{len(seeds['skipped'])} seeds skipped); subsystem seeds {seeds['policy']}",
         f"libraries: {libs}; store fingerprint {report['fingerprint']}",
     ]
@@ -57,17 +58,6 @@ def data_property_lines(name: str) -> list[str]:
     verdict = (": no paper describes this file, so its cells cannot be compared trial by trial with the papers' runs"
                if incomparable(info) else "")
     return [f"data set {name} differs from the papers: {'; '.join(differences)}{verdict}"]
-
-
-def _seed_ranges(seeds: list[int]) -> str:
-    if not seeds:
-        return "none"
-    parts, start = [], seeds[0]
-    for prev, cur in zip(seeds, seeds[1:] + [None]):
-        if cur != prev + 1 if cur is not None else True:
-            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = cur
-    return ",".join(parts)
 
 
 ORACLE_MARK = " (oracle)"

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 import adapters
-from audit.compare import detectable_difference, low_power, summarise, verdict, welch
+from audit.compare import detectable_difference, low_power, summarise, verdict
 from audit.datasets import label_runs
 from audit.destinations import check_destination
 from audit.diagnose.counterfactual import diagnose_cell, is_discrepant, not_diagnosed
@@ -25,6 +25,7 @@ from audit.references import Reference, load_references, select
 from audit.replay import ReplayPlan, ReproduceRequest, execute_replay, plan_replay
 from audit.report_files import write_report
 from audit.runner import TrialResult
+from audit.stats import welch
 from audit.store import ResultStore
 
 

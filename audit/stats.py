@@ -1,8 +1,9 @@
 """Statistics across stored trials: usefulness over Uniform, average rank with Friedman
 and Nemenyi, win/tie/loss, and how many runs a ranking needs.
 
-Each analysis is one pure function over a per-trial table; `collect` fills that table from
-the results store, running through `plan_replay`/`execute_replay` whatever it lacks.
+Every statistical computation of al-audit lives here, as pure functions: the t-intervals,
+Welch test and detectable difference of the verdicts, the gate's paired tests, Holm, and
+the analyses, each over a per-trial table that `audit.analyses.collect` fills from the store.
 
 Choices (documented in the README):
 - usefulness (lu2023 Section 5.3): tau = AUBC(q) - AUBC(Uniform) on the same trial seed;
@@ -21,46 +22,30 @@ Choices (documented in the README):
   Table 3 and Figure 5 rank and count query strategies only (its Table 1 reports BSO
   apart). Named in ``--strategies``, an oracle is analysed like any strategy.
 """
+
 from __future__ import annotations
 
-import csv
 import math
-import sys
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 from scipy import stats
+from statsmodels.stats.multitest import multipletests
 
-import adapters
-from audit.destinations import check_report_dir, write_directory
 from audit.errors import AuditError
-from audit.metrics import get_variant
-from audit.protocols import Protocol, load_protocol
-from audit.replay import ReproduceRequest, execute_replay, plan_replay
-from audit.store import ResultStore
 
 ALPHA = 0.05
 TIE_BAND = 0.005
 RUNS_K = (3, 5, 10, 20, 50)
 BASELINE = "uniform"
+TRIALS_NEEDED_POWER = 0.8  # of the gate's trials-needed estimate
 
 Table = dict[str, dict[str, dict[int, float]]]  # data set -> strategy -> trial seed -> AUBC (ok trials)
 
 
-@dataclass
-class Collected:
-    """Per-trial AUBCs of the requested strategies and data sets, with their provenance."""
-
-    table: Table
-    strategies: list[str]
-    provenance: list[str]
-    sd_ddof: int
-    protocol: str
-
-
-def _seed_ranges(seeds: Sequence[int]) -> str:
+def seed_ranges(seeds: Sequence[int]) -> str:
+    """Trial seeds as compact ranges: [0, 1, 2, 5] -> "0-2,5"; "none" when empty."""
     parts: list[str] = []
     for s in sorted(seeds):
         if parts and parts[-1][1] == s - 1:
@@ -68,58 +53,6 @@ def _seed_ranges(seeds: Sequence[int]) -> str:
         else:
             parts.append([s, s])
     return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in parts) or "none"
-
-
-def collect(protocol: str | Protocol, datasets: Sequence[str], strategies: Sequence[str] | None = None,
-            trials: int | None = None, jobs: int = 1, data_dir: str | None = None,
-            store: str | Path = ".audit-store.sqlite", progress: bool = True, require: str | None = None,
-            log=lambda line: print(line, file=sys.stderr)) -> Collected:
-    """Run what the store lacks for every data set and read the ok trials back.
-
-    `require` (e.g. "uniform") is added to explicitly requested strategies when missing.
-    """
-    if not datasets:
-        raise AuditError("no data set given")
-    wanted = list(strategies) if strategies else None
-    if wanted and require and require not in wanted:
-        wanted.insert(0, require)
-    requests = [ReproduceRequest(protocol, d, wanted, trials=trials, jobs=jobs, data_dir=data_dir, store=store,
-                                 progress=progress) for d in datasets]
-    plans = [plan_replay(r, log) for r in requests]  # every input validated before any work
-    left_out: list[str] = []
-    if wanted is None:
-        p = plans[0].protocol
-        left_out = [sid for sid in plans[0].strategies if adapters.uses_test_labels(p.strategy(sid).implementation)]
-        plans = [replace(pl, strategies=[s for s in pl.strategies if s not in left_out]) for pl in plans]
-    if require and require not in plans[0].strategies:
-        raise AuditError(f"this analysis needs strategy '{require}', which protocol '{plans[0].protocol.name}' "
-                         "cannot run here")
-    table: Table = {}
-    result_store = ResultStore(store)
-    try:
-        for plan, request in zip(plans, requests):
-            fingerprint, details, _, _ = execute_replay(plan, request, result_store, log)
-            table[plan.dataset] = {
-                sid: {r.trial_seed: r.aubc for r in result_store.trials(plan.protocol.name, plan.dataset, sid,
-                                                                        fingerprint, plan.seeds)
-                      if r.status == "ok"}
-                for sid in plan.strategies}
-    finally:
-        result_store.close()
-    p = plans[0].protocol
-    libs = ", ".join(f"{k} {v}" for k, v in details["versions"].items() if v != "absent")
-    provenance = [
-        f"protocol {p.name} (spec {p.spec_hash}); AUBC {p.aubc_variant} on {p.aubc_metric} "
-        f"({get_variant(p.aubc_variant).source}); SD ddof={p.sd_ddof}; store fingerprint {fingerprint}",
-        f"libraries: {libs}",
-        "trial seeds: " + "; ".join(f"{pl.dataset} {_seed_ranges(pl.seeds)} ({len(pl.seeds)})" for pl in plans),
-    ]
-    if plans[0].unavailable:
-        provenance.append(f"not run here: {', '.join(plans[0].unavailable)} (reasons: `audit strategies`)")
-    if left_out:
-        provenance.append(f"reference oracles left out: {', '.join(left_out)} (they choose by the test labels; "
-                          "name them in --strategies to include them)")
-    return Collected(table, plans[0].strategies, provenance, p.sd_ddof, p.name)
 
 
 def _paired(per_strategy: dict[str, dict[int, float]], strategies: Sequence[str]) -> tuple[list[int], np.ndarray]:
@@ -130,16 +63,136 @@ def _paired(per_strategy: dict[str, dict[int, float]], strategies: Sequence[str]
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values (NaN stays NaN and is not counted in m)."""
+    """Holm step-down adjusted p-values (statsmodels); a NaN stays NaN and is not counted in the family."""
     p = np.asarray(pvalues, dtype=float)
-    valid = np.flatnonzero(~np.isnan(p))
-    adjusted = np.full(p.shape, np.nan)
-    order = valid[np.argsort(p[valid], kind="stable")]
-    m, running = len(order), 0.0
-    for i, idx in enumerate(order):
-        running = max(running, min(1.0, (m - i) * p[idx]))
-        adjusted[idx] = running
+    adjusted = np.full(p.shape, math.nan)
+    finite = ~np.isnan(p)
+    if finite.any():
+        adjusted[finite] = multipletests(p[finite], method="holm")[1]
     return adjusted.tolist()
+
+
+# --- t-distribution statistics (every module's t-intervals, tests and power sizes) --------
+
+def t_interval(values: Sequence[float], level: float) -> tuple[float, float]:
+    """Two-sided t-interval of the mean with the sample SD (ddof=1) and df = n - 1.
+
+    Written out rather than scipy's ``t.interval``, which differs from it in the last bit
+    for about 1% of samples: stored reports stay bit-identical."""
+    v = np.asarray(values, dtype=float)
+    if v.size < 2:
+        return (math.nan, math.nan)
+    half = stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
+    return (float(v.mean() - half), float(v.mean() + half))
+
+
+def detectable_difference(n: int, ci95: tuple[float, float], power: float) -> float:
+    """The smallest difference a two-sided t-test at 5% detects with probability ``power``:
+    (t[0.975, n-1] + t[power, n-1]) * sem, the sem read off the 95% t-interval. NaN below two."""
+    if n < 2:
+        return math.nan
+    df = n - 1
+    sem = (ci95[1] - ci95[0]) / (2 * stats.t.ppf(0.975, df))
+    return float((stats.t.ppf(0.975, df) + stats.t.ppf(power, df)) * sem)
+
+
+@dataclass(frozen=True)
+class WelchResult:
+    t: float
+    df: float
+    p: float
+
+
+def welch(mean1: float, sd1: float, n1: int, mean2: float, sd2: float, n2: int) -> WelchResult | None:
+    """Welch's unequal-variance t-test from summary statistics (sample SDs).
+
+    None when it is undefined: a group of fewer than two, or both SDs zero.
+    """
+    if n1 < 2 or n2 < 2:
+        return None
+    v1, v2 = sd1**2 / n1, sd2**2 / n2
+    se = math.sqrt(v1 + v2)
+    if se == 0:
+        return None
+    t = (mean1 - mean2) / se
+    df = (v1 + v2) ** 2 / (v1**2 / (n1 - 1) + v2**2 / (n2 - 1))
+    return WelchResult(t, df, float(2 * stats.t.sf(abs(t), df)))
+
+
+@dataclass(frozen=True)
+class PairedTests:
+    """TOST and a paired t-test on per-trial AUBC differences (current - baseline)."""
+
+    n: int
+    mean: float
+    sd: float
+    dz: float | None  # Cohen's d_z = mean / sd of the differences (None when sd = 0)
+    ci: tuple[float, float]  # the (1 - 2 alpha) interval TOST decides by
+    p_difference: float
+    p_tost: float
+    verdict: str  # equivalent, drift or inconclusive
+    trials_needed: int | None  # inconclusive only: total trials that would likely decide it
+
+
+def trials_needed(mean: float, sd: float, margin: float, alpha: float, power: float = TRIALS_NEEDED_POWER) -> int | None:
+    """Smallest n that decides with about ``power``, taking the observed mean and SD as true.
+
+    Toward equivalence (|mean| < margin): (t[1-alpha, n-1] + t[power, n-1]) sd / sqrt(n) <= margin - |mean|.
+    Toward drift (|mean| > margin): (t[1-alpha/2, n-1] + t[power, n-1]) sd / sqrt(n) <= |mean|.
+    None when nothing decides it (mean exactly on the margin, or sd unknown).
+    """
+    if not math.isfinite(sd) or abs(mean) == margin:
+        return None
+    gap, quantile = (margin - abs(mean), 1 - alpha) if abs(mean) < margin else (abs(mean), 1 - alpha / 2)
+    z = stats.norm.ppf(quantile) + stats.norm.ppf(power)
+    n = max(2, math.ceil((z * sd / gap) ** 2))
+    while (stats.t.ppf(quantile, n - 1) + stats.t.ppf(power, n - 1)) * sd / math.sqrt(n) > gap:
+        n += 1  # t exceeds z by O(1/n): a few steps from the normal approximation
+    return n
+
+
+def paired_tests(differences: Iterable[float], margin: float, alpha: float) -> PairedTests:
+    d = np.asarray(list(differences), dtype=float)
+    n, mean = d.size, float(d.mean())
+    sd = float(d.std(ddof=1)) if n > 1 else math.nan
+    if n > 1 and sd == 0:  # every trial moved by the same amount: the difference is exact
+        inside = abs(mean) < margin
+        p_diff = 1.0 if mean == 0 else 0.0
+        p_tost = 0.0 if inside else 1.0
+        verdict = "equivalent" if inside else ("drift" if abs(mean) > margin else "inconclusive")
+        return PairedTests(n, mean, sd, None, (mean, mean), p_diff, p_tost, verdict, None)
+    if n < 2:
+        return PairedTests(n, mean, sd, None, (math.nan, math.nan), math.nan, math.nan, "inconclusive", None)
+    se, df = sd / math.sqrt(n), n - 1
+    p_diff = float(2 * stats.t.sf(abs(mean) / se, df))
+    p_lower = float(stats.t.sf((mean + margin) / se, df))   # H0: mean <= -margin
+    p_upper = float(stats.t.cdf((mean - margin) / se, df))  # H0: mean >= +margin
+    p_tost = max(p_lower, p_upper)
+    half = float(stats.t.ppf(1 - alpha, df)) * se
+    if p_tost < alpha:
+        verdict = "equivalent"
+    elif p_diff < alpha and abs(mean) > margin:
+        verdict = "drift"
+    else:
+        verdict = "inconclusive"
+    needed = trials_needed(mean, sd, margin, alpha) if verdict == "inconclusive" else None
+    if needed is not None:
+        needed = max(needed, n + 1)
+    return PairedTests(n, mean, sd, mean / sd, (mean - half, mean + half), p_diff, p_tost, verdict, needed)
+
+
+def paired_test(diagonal: dict[int, float], other: dict[int, float]) -> dict[str, Any]:
+    """Paired t-test of an off-diagonal cell against the diagonal on the trials both finished."""
+    seeds = sorted(set(diagonal) & set(other))
+    diffs = np.array([other[s] - diagonal[s] for s in seeds])
+    if len(seeds) < 2:
+        t, p = math.nan, math.nan
+    elif np.all(diffs == 0):
+        t, p = 0.0, 1.0
+    else:
+        test = stats.ttest_rel([other[s] for s in seeds], [diagonal[s] for s in seeds])
+        t, p = float(test.statistic), float(test.pvalue)
+    return {"n_pairs": len(seeds), "mean_difference": float(diffs.mean()) if seeds else math.nan, "t": t, "p": p}
 
 
 def paired_improvement(q: np.ndarray, baseline: np.ndarray, ddof: int = 1) -> dict[str, float]:
@@ -269,113 +322,6 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _num(value: float | None, fmt: str = ".4f") -> str:
+def format_number(value: float | None, fmt: str = ".4f") -> str:
+    """A number for a table cell: "-" for None or NaN."""
     return "-" if value is None or math.isnan(value) else format(value, fmt)
-
-
-def write_outputs(out_dir: Path, name: str, text: str, header: Sequence[str], rows: Sequence[Sequence[Any]],
-                  holds: dict[str, Any], create_parents: bool) -> Path:
-    """Write `<name>.csv` (the rows) and `<name>.txt` (the printed text) into out_dir, all or nothing."""
-    def write_csv(path: Path) -> None:
-        with open(path, "w", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(header)
-            writer.writerows(rows)
-
-    write_directory(out_dir, {f"{name}.csv": write_csv, f"{name}.txt": text + "\n"}, holds,
-                    create_parents=create_parents)
-    return out_dir
-
-
-def usefulness_text(c: Collected, result: dict[str, Any]) -> tuple[str, list[str], list[list[Any]]]:
-    """(printed text, CSV header, CSV rows) of `audit usefulness`."""
-    header = ["dataset", "strategy", "n", "mean_tau", "sd_tau", "t", "p_one_sided", "p_holm", "significant",
-              "significant_holm"]
-    rows = [[r["dataset"], r["strategy"], r["n"], _num(r["mean_tau"], ".5f"), _num(r["sd_tau"], ".5f"),
-             _num(r["t"], ".3f"), _num(r["p"], ".3g"), _num(r["p_holm"], ".3g"),
-             "yes" if r["significant"] else "no", "yes" if r["significant_holm"] else "no"] for r in result["rows"]]
-    counts = result["counts"]
-    count_rows = [[f"strategy {k}", v["significant"], v["significant_holm"], v["tests"]]
-                  for k, v in counts["by_strategy"].items()]
-    count_rows += [[f"data set {k}", v["significant"], v["significant_holm"], v["tests"]]
-                   for k, v in counts["by_dataset"].items()]
-    text = "\n".join(c.provenance + [
-        f"tau = AUBC(strategy) - AUBC(uniform) on the same trial seed; paired t-test, one-sided "
-        f"(improvement), alpha {result['alpha']}; Holm over all {len(rows)} tests", "",
-        format_table(header, rows), "", "significant improvements over uniform (lu2023 Figure 5)",
-        format_table(["group", "significant", "significant (Holm)", "tests"], count_rows)])
-    return text, header, rows
-
-
-def rank_text(c: Collected, result: dict[str, Any]) -> tuple[str, list[str], list[list[Any]]]:
-    """(printed text, CSV header, CSV rows) of `audit rank`."""
-    datasets = result["datasets"]
-    header = ["strategy"] + [f"{d} mean" for d in datasets] + [f"{d} sd" for d in datasets]
-    rows = [[s] + [_num(datasets[d]["ranks"].get(s, {}).get("mean", math.nan), ".2f") for d in datasets]
-            + [_num(datasets[d]["ranks"].get(s, {}).get("sd", math.nan), ".2f") for d in datasets]
-            for s in c.strategies]
-    shown = [[s] + [f"{a} ({b})" for a, b in zip(r[1:1 + len(datasets)], r[1 + len(datasets):])]
-             for s, r in zip(c.strategies, rows)]
-    tests = []
-    for d, e in datasets.items():
-        fr = e["friedman"]
-        tests.append([d, e["n"], "-" if fr is None else f"{fr['statistic']:.2f}",
-                      "-" if fr is None else f"{fr['p']:.3g}", _num(e["cd"], ".3f"),
-                      "; ".join(f"{a}/{b}" for a, b in e["different"]) or "none"])
-    text = "\n".join(c.provenance + [
-        "rank within each trial seed by AUBC (1 = best, ties averaged); mean (SD) over trials (lu2023 Table 3)", "",
-        format_table(["strategy"] + list(datasets), shown), "",
-        f"Friedman test per data set; Nemenyi CD = q_alpha*sqrt(k(k+1)/(6N)), alpha {result['alpha']}, "
-        f"N = trials, k = {len(c.strategies)}",
-        format_table(["dataset", "N", "chi2", "p", "CD", "pairs with mean-rank difference > CD"], tests)])
-    return text, header, rows
-
-
-def wtl_text(c: Collected, result: dict[str, Any]) -> tuple[str, list[str], list[list[Any]]]:
-    """(printed text, CSV header, CSV rows) of `audit wtl`."""
-    header = ["strategy", "win", "tie", "loss", "score"]
-    rows = [[r[h] for h in header] for r in result["totals"]]
-    text = "\n".join(c.provenance + [
-        f"pairwise on mean AUBC per data set over {len(c.table)} data sets; tie when |difference| <= "
-        f"{result['band']} (zhan2021 Table 4); score = 2*win + tie", "", format_table(header, rows)])
-    return text, header, rows
-
-
-def runs_needed_text(c: Collected, dataset: str, result: dict[str, Any]) -> tuple[str, list[str], list[list[Any]]]:
-    """(printed text, CSV header, CSV rows) of `audit runs-needed`."""
-    others = [s for s in c.strategies if s != BASELINE]
-    header = ["k", "ranking_differs"] + [f"sign_flip_{s}" for s in others]
-    rows = [[r["k"], f"{r['ranking_differs']:.3f}"] + [f"{r['sign_flips'][s]:.3f}" for s in others]
-            for r in result["rows"]]
-    means = ", ".join(f"{s} {v:.4f}" for s, v in result["full_mean"].items())
-    text = "\n".join(c.provenance + [
-        f"{dataset}: {result['n']} paired trials; full ranking {' > '.join(result['full_ranking'])} (mean AUBC {means})",
-        f"{result['samples']} subsets of k trials without replacement per k (generator seed 0); fraction whose "
-        "ranking differs from the full one, and whose sign of mean(strategy - uniform) differs", "",
-        format_table(header, rows) if rows else f"no k in {RUNS_K} below n = {result['n']}"])
-    return text, header, rows
-
-
-def run_command(command: str, protocol: str, datasets: Sequence[str], strategies: Sequence[str] | None = None,
-                trials: int | None = None, jobs: int = 1, data_dir: str | None = None,
-                store: str | Path = ".audit-store.sqlite", out: str | Path | None = None, progress: bool = True,
-                samples: int = 1000) -> tuple[str, Path]:
-    """Collect, analyse and write one of usefulness, rank, wtl, runs-needed; returns (text, output dir)."""
-    if command == "runs-needed" and samples < 1:
-        raise AuditError(f"--samples must be a positive number, not {samples}")
-    require = BASELINE if command in ("usefulness", "runs-needed") else None
-    spec = load_protocol(protocol)
-    out_dir = Path(out) if out else Path("reports") / f"{command}-{spec.name}"
-    check_report_dir(out_dir, create_parents=out is None)  # before any trial: al-audit replaces only its own
-    c = collect(spec, datasets, strategies, trials, jobs, data_dir, store, progress, require)
-    if command == "usefulness":
-        text, header, rows = usefulness_text(c, usefulness(c.table, c.strategies, c.sd_ddof))
-    elif command == "rank":
-        text, header, rows = rank_text(c, average_rank(c.table, c.strategies, c.sd_ddof))
-    elif command == "wtl":
-        text, header, rows = wtl_text(c, win_tie_loss(c.table, c.strategies))
-    else:
-        dataset = next(iter(c.table))
-        text, header, rows = runs_needed_text(c, dataset, runs_needed(c.table[dataset], c.strategies, samples))
-    holds = {"command": command, "protocol": c.protocol, "datasets": list(c.table), "strategies": c.strategies}
-    return text, write_outputs(out_dir, command, text, header, rows, holds, create_parents=out is None)

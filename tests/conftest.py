@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import adapters
+from adapters.testing import toy_pool  # noqa: F401  (tests import it from here)
 from audit.datasets import DataError, load_dataset
 from audit.protocols import PROTOCOL_DIR, load_protocol
 
@@ -64,17 +65,3 @@ def with_split(protocol, **changes):
 def single_strategy(protocol, spec, budget: int = 5):
     """A protocol replaying only `spec`, with a short budget: a few rounds through the real runner."""
     return dataclasses.replace(protocol, budget_size=budget, strategies={spec.id: spec})
-
-
-def toy_pool(n: int = 60, n_labeled: int = 10, seed: int = 0):
-    """Gaussian features, a linear binary concept, n_labeled rows labeled half per class."""
-    from adapters import MISSING
-
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 4))
-    y_true = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.int64)
-    y = np.full(n, MISSING, dtype=np.int64)
-    labeled = np.concatenate([np.flatnonzero(y_true == 0)[:n_labeled // 2],
-                              np.flatnonzero(y_true == 1)[:n_labeled // 2]])
-    y[labeled] = y_true[labeled]
-    return X, y, y_true

@@ -2,26 +2,18 @@
 from __future__ import annotations
 
 import csv
-import math
 
 import numpy as np
 import pytest
 from scipy import stats
 
 from audit.compat import (NON_COMPATIBLE, PAPER_GROUPS, CompatRequest, analyse, format_grid, format_summary,
-                          grid_group, holm, judge_column, run_compat, strategy_id, summarise_grids)
+                          grid_group, judge_column, run_compat, strategy_id, summarise_grids)
 from audit.datasets import names
 from audit.errors import AuditError
 from audit.models import ModelSpec, parse_model, split_specs
 from audit.runner import RoundRecord, TrialResult, run_trial
-
-
-def test_holm_matches_a_hand_computation():
-    # sorted: 0.005*4 = 0.02, 0.01*3 = 0.03, 0.03*2 = 0.06, 0.04*1 = 0.04 -> max(0.06, 0.04) = 0.06
-    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1, then kept monotone
-    adjusted = holm([0.02, math.nan, 0.04])  # NaN is not part of the family (m = 2)
-    assert adjusted[0] == pytest.approx(0.04) and math.isnan(adjusted[1]) and adjusted[2] == pytest.approx(0.04)
+from audit.stats import holm
 
 
 def column(diag, **others):

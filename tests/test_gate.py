@@ -14,9 +14,9 @@ from scipy import stats
 from audit.cli import main
 from audit.errors import AuditError
 from audit.gate import (CellRun, compare_cell, create_baseline, diff_data, exit_code, gate, junit_xml,
-                        load_baseline, load_suite, paired_tests, protocol_changes, protocol_from_data,
-                        trials_needed)
+                        load_baseline, load_suite, protocol_changes, protocol_from_data)
 from audit.protocols import PROTOCOL_DIR
+from audit.stats import paired_tests, trials_needed
 
 XSD = Path(__file__).resolve().parent / "junit-10-subset.xsd"
 XS = "{http://www.w3.org/2001/XMLSchema}"

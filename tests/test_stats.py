@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from audit import stats
+from audit import analyses, stats
 from audit.cli import main
 
 
@@ -62,6 +62,11 @@ def test_holm_by_hand():
     assert adjusted[:4] == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert math.isnan(adjusted[4])
     assert stats.holm([0.6, 0.9]) == pytest.approx([1.0, 1.0])
+    assert stats.holm([0.02, math.nan, 0.04]) == pytest.approx([0.04, math.nan, 0.04], nan_ok=True)  # m = 2
+
+
+def test_seed_ranges():
+    assert stats.seed_ranges([5, 0, 1, 2, 7, 8]) == "0-2,5,7-8" and stats.seed_ranges([]) == "none"
 
 
 def test_usefulness_counts_and_holm_column():
@@ -148,11 +153,11 @@ def test_by_default_the_oracles_are_left_out_and_unavailable_strategies_named(tm
     protocol = dataclasses.replace(lu, budget_size=3, strategies={s: lu.strategy(s) for s in
                                                                  ("uniform", "us-c", "bso", "vr")})
     store = tmp_path / "store.sqlite"
-    default = stats.collect(protocol, ["sonar"], trials=2, store=store, progress=False, log=lambda line: None)
+    default = analyses.collect(protocol, ["sonar"], trials=2, store=store, progress=False, log=lambda line: None)
     assert default.strategies == ["uniform", "us-c"] and set(default.table["sonar"]) == {"uniform", "us-c"}
     assert any(line.startswith("reference oracles left out: bso") for line in default.provenance)
     assert any(line.startswith("not run here: vr") for line in default.provenance)
-    named = stats.collect(protocol, ["sonar"], ["uniform", "bso"], trials=2, store=store, progress=False,
+    named = analyses.collect(protocol, ["sonar"], ["uniform", "bso"], trials=2, store=store, progress=False,
                           log=lambda line: None)
     assert named.strategies == ["uniform", "bso"] and len(named.table["sonar"]["bso"]) == 2
     assert not any("oracles left out" in line for line in named.provenance)

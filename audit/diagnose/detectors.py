@@ -9,17 +9,9 @@ import numpy as np
 
 from audit.datasets import Dataset
 from audit.protocols import Protocol
-from audit.references import load_references
+from audit.references import load_references, paper_sd_ddof
 from audit.splits import TrialSplit, make_split, plan_seeds, released_redraws
 
-# The SD convention each reference paper used (lu2023: sample SD; zhan2021's code: np.std).
-REFERENCE_DDOF = {"lu2023": 1, "zhan2021": 0}
-# libact strategies whose bound params go straight to the library constructor.
-LIBACT_CONSTRUCTORS = {
-    "libact.hintsvm": ("libact.query_strategies.hintsvm", "HintSVM"),
-    "libact.quire": ("libact.query_strategies.quire", "QUIRE"),
-    "libact.dwus": ("libact.query_strategies.density_weighted_uncertainty_sampling", "DWUS"),
-}
 # Observed label runs below this fraction of the shuffled expectation: the pool is ordered.
 RUNS_RATIO = 0.5
 LINT_TRIALS = 20
@@ -103,7 +95,7 @@ def aubc_variant(protocol: Protocol, data: Dataset | None = None) -> Finding:
 
 
 def sd_convention(protocol: Protocol, data: Dataset | None = None) -> Finding:
-    ref = REFERENCE_DDOF.get(protocol.reference_paper)
+    ref = paper_sd_ddof(protocol.reference_paper)
     evidence = {"protocol_ddof": protocol.sd_ddof, "reference_ddof": ref}
     if ref is not None and ref != protocol.sd_ddof:
         return Finding("sd-convention", True, f"SD with ddof={protocol.sd_ddof}, "
@@ -112,12 +104,12 @@ def sd_convention(protocol: Protocol, data: Dataset | None = None) -> Finding:
 
 
 def ignored_library_args(protocol: Protocol, data: Dataset | None = None) -> Finding:
-    from adapters.libact import libact_init_reads
+    import adapters
 
     ignored = {}
     for sid, s in protocol.strategies.items():
-        if s.implementation in LIBACT_CONSTRUCTORS:
-            extra = sorted(set(s.params) - libact_init_reads(*LIBACT_CONSTRUCTORS[s.implementation]))
+        if s.implementation.startswith("libact."):  # read from libact's source: works without its C extensions
+            extra = adapters.strategy_class(s.implementation).ignored_params(s.params)
             if extra:
                 ignored[sid] = extra
     if ignored:
