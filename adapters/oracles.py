@@ -306,6 +306,11 @@ class Oracle(QueryStrategy):
         if self._view is None:
             raise StrategyError(f"{type(self).__name__} chooses by the test labels: it needs the trial's "
                                 "test view (begin_trial) before its first query")
+        if batch_size > 1:
+            raise StrategyError(f"{type(self).__name__} answers one query a round, not {batch_size}")
+        if not np.array_equal(np.sort(candidates), np.flatnonzero(y == MISSING)):
+            raise StrategyError(f"{type(self).__name__} searches every unlabeled row: it cannot choose "
+                                "from a subset of them")
         if self._sequence is None:
             rng = rng if rng is not None else np.random.default_rng(self.random_state)
             with Evaluator(self._scorer, self._view.jobs) as evaluator:

@@ -101,6 +101,7 @@ def _now() -> str:
 # belongs to it too (replay_sources); reports, statistics, diagnosis, the comparison with
 # the papers and the CLI only read stored trials.
 REPLAY_ROOTS = ("audit.runner", "adapters")
+NOT_REPLAYED = ("adapters.testing",)  # the conformance checks: they test adapters, no trial runs them
 _OWN_PACKAGES = ("audit", "adapters")
 
 
@@ -142,7 +143,8 @@ def replay_sources() -> tuple[Path, ...]:
             continue
         found[module] = imported
         if module in REPLAY_ROOTS and path.name == "__init__.py":
-            todo += [(f"{module}.{p.stem}", True) for p in path.parent.glob("*.py") if p.stem != "__init__"]
+            todo += [(f"{module}.{p.stem}", True) for p in path.parent.glob("*.py")
+                     if p.stem != "__init__" and f"{module}.{p.stem}" not in NOT_REPLAYED]
         parts = module.split(".")
         todo += [(".".join(parts[:i]), False) for i in range(1, len(parts))]
         todo += _imports(path, in_functions=imported)

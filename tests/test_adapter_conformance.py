@@ -56,22 +56,10 @@ PARAM_CASES: dict[str, list[dict]] = {
 shipped protocol sets to a non-default value (see test_every_adapter_parameter_is_exercised)."""
 
 
-KNOWN_BREACHES = {
-    f"oracle.{name}-{check}": reason
-    for name in ("bso", "greedy")
-    for check, reason in (
-        ("check_batch_as_declared", "declares batch = False but answers a batch of 2 with one row, not a refusal"),
-        ("check_candidate_subset", "picks from every unlabeled row, outside the candidates it is given"))
-}
-"""Breaches the checks found in the oracles (adapters/oracles.py), open: the runner never asks
-an oracle for a batch or a candidate subset. Strict, so a fix shows here."""
 
 
 @parametrize_with_checks({name: adapters.strategy_class(name) for name in AVAILABLE}, PARAM_CASES)
-def test_conforms(strategy_name, check, request):
-    case = request.node.callspec.id
-    if case in KNOWN_BREACHES:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_BREACHES[case]))
+def test_conforms(strategy_name, check):
     check()
 
 
