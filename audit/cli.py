@@ -279,6 +279,32 @@ def _references(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_strategy(args: argparse.Namespace) -> int:
+    import adapters
+    from adapters.testing import strategy_checks
+
+    cls = adapters.strategy_class(args.implementation)  # one line and exit 2 when it does not load
+    try:
+        params = json.loads(args.params) if args.params else {}
+    except json.JSONDecodeError as exc:
+        raise AuditError(f"--params is not JSON: {exc}") from None
+    if not isinstance(params, dict):
+        raise AuditError("--params must be a JSON object, e.g. '{\"beta\": 2.0}'")
+    checks = strategy_checks(cls, [params] if params else ())
+    failed = 0
+    for name, check in checks:
+        try:
+            check()
+            print(f"pass  {name}")
+        except Exception as exc:  # a breach (AssertionError) or the strategy's own error
+            failed += 1
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(f"FAIL  {name}: {type(exc).__name__}: {reason}")
+    print(f"{cls.__module__}:{cls.__qualname__} ({cls.library_version()}): {len(checks) - failed} of "
+          f"{len(checks)} checks passed")
+    return 1 if failed else 0
+
+
 def _strategies(args: argparse.Namespace) -> int:
     from audit.capabilities import format_matrix, format_plugins, matrix
 
@@ -447,6 +473,13 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("strategies", help="the capability matrix: every strategy, its binding and status")
     st.add_argument("--protocol", help="only this protocol (default: all)")
     st.set_defaults(func=_strategies)
+
+    ck = sub.add_parser("check-strategy", help="run the adapter conformance checks on a strategy class "
+                        "(exit 0: all pass, 1: a breach)")
+    ck.add_argument("implementation", help="package.module:ClassName, an entry point's name, or a shipped "
+                    "implementation (e.g. native.margin)")
+    ck.add_argument("--params", help="also query with these parameters, a JSON object (e.g. '{\"beta\": 2}')")
+    ck.set_defaults(func=_check_strategy)
 
     cc = sub.add_parser("crosscheck", help="the same strategy through every library that offers it")
     cc.add_argument("--dataset", required=True, help="data set name")

@@ -21,6 +21,7 @@ from adapters.base import QueryStrategy
 
 class Last(QueryStrategy):
     """The last candidates in pool order."""
+    implements = "last in pool order"
     param_defaults = {"offset": 0}
 
     def __init__(self, query_model=None, random_state=None, **params):
@@ -108,3 +109,47 @@ def test_the_fingerprint_covers_the_plugins_code(tmp_path, plugin_module):
     (plugin_module / "helpers.py").write_text("FACTOR = 2\n")  # any file of its package counts
     assert fingerprint_details(protocol)["plugins"] != before["plugins"]
     assert "plugins" not in fingerprint_details(load_protocol("lu2023"))  # shipped strategies: the code hash
+
+
+BROKEN = '''
+import numpy as np
+from adapters.base import QueryStrategy
+
+class Unseeded(QueryStrategy):
+    """Random picks from an unseeded generator: the same seed does not give the same queries."""
+    implements = "unseeded random sampling"
+
+    def _select(self, X, y, model, batch_size, candidates, rng):
+        return np.random.default_rng().choice(candidates, size=batch_size, replace=False)
+'''
+
+
+def check_command(tmp_path, *args):
+    import subprocess
+
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
+    return subprocess.run([sys.executable, "-m", "audit.cli", "check-strategy", *args], capture_output=True,
+                          text=True, env=env, cwd=tmp_path)
+
+
+def test_check_strategy_command_passes_a_conforming_plugin_and_names_each_check(tmp_path, plugin_module):
+    done = check_command(tmp_path, "myplugins:Last", "--params", '{"offset": 1}')
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "pass  check_hidden_labels_unread" in done.stdout and "pass  check_parameter_case[offset=1]" in done.stdout
+    assert "10 of 10 checks passed" in done.stdout
+
+
+def test_check_strategy_command_fails_a_breach_with_its_reason(tmp_path, plugin_module):
+    (plugin_module / "broken.py").write_text(textwrap.dedent(BROKEN))
+    done = check_command(tmp_path, "myplugins.broken:Unseeded")
+    assert done.returncode == 1
+    failing = [line for line in done.stdout.splitlines() if line.startswith("FAIL")]
+    assert any(line.startswith("FAIL  check_deterministic: AssertionError: ") for line in failing), done.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (("nosuch:X",), "does not load"), (("myplugins:Last", "--params", "{oops"), "--params is not JSON"),
+    (("myplugins:Last", "--params", "[1]"), "must be a JSON object")])
+def test_check_strategy_command_bad_input_is_one_line(tmp_path, plugin_module, args, message):
+    done = check_command(tmp_path, *args)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr
