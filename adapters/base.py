@@ -22,8 +22,8 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from audit.engine.models import ModelSpec
 from audit.errors import AuditError, StrategyError
-from audit.models import ModelSpec
 
 MISSING = -1
 """Label value of an unlabeled row in ``y`` (real labels are 0..K-1)."""
@@ -71,7 +71,7 @@ class QueryStrategy(ABC):
 
     ``distributions``: further PyPI distributions (beyond ``library`` and the numeric stack)
     whose version can change the adapter's answers; the store and the gate fingerprint them
-    (:mod:`audit.environment`). ``process_wide_state``: the adapter changes state of the
+    (:mod:`audit.engine.environment`). ``process_wide_state``: the adapter changes state of the
     whole process while it answers (numpy's global RNG, the stdout file descriptor), so it
     must not share a process with other threads running trials (a Dask worker refuses it).
     """

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from adapters.base import MISSING, QueryStrategy
+from audit.engine.models import ModelSpec
 from audit.errors import AuditError, StrategyError
-from audit.models import ModelSpec
 
 
 def _import_quietly() -> None:

@@ -16,8 +16,8 @@ import numpy as np
 from scipy.spatial.distance import cdist
 
 from adapters.base import MISSING, QueryStrategy
+from audit.engine.models import margin_scores
 from audit.errors import AuditError
-from audit.models import margin_scores
 
 
 class Uniform(QueryStrategy):

@@ -38,10 +38,10 @@ current task model over the whole pool (ties to the earlier pool position).
 Speed without changing a result: a child set reached from several beams is evaluated
 once; an SVC task model is fitted and applied through libsvm with exactly the arguments
 SVC.fit and SVC.predict pass (scikit-learn's validation around them is most of the cost
-on small sets; the kernel coefficient is LeanSVC's, :func:`audit.lean_svm.libsvm_gamma`);
+on small sets; the kernel coefficient is LeanSVC's, :func:`audit.fast.svc.libsvm_gamma`);
 the test set is predicted in one call and only correct counts are kept; with
 ``TrialView.jobs`` > 1 the candidates of a round are shared between this process and
-jobs - 1 worker processes (:mod:`audit.process_team`). tests/test_oracles.py checks the
+jobs - 1 worker processes (:mod:`audit.engine.process_team`). tests/test_oracles.py checks the
 result against a plain reference implementation (tests/oracle_reference.py).
 """
 from __future__ import annotations
@@ -54,11 +54,10 @@ import numpy as np
 from sklearn.preprocessing import StandardScaler
 
 from adapters.base import MISSING, FeatureViews, QueryStrategy, TrialView
+from audit.engine.models import ModelSpec, margin_scores
+from audit.engine.process_team import SharedRounds
 from audit.errors import AuditError, StrategyError
-from audit.lean_svm import LeanSVC, libsvm_gamma
-from audit.models import ModelSpec, margin_scores
-from audit.process_team import SharedRounds
-
+from audit.fast.svc import LeanSVC, libsvm_gamma
 
 # --- fitting and scoring one labeled set ------------------------------------------------
 
@@ -176,7 +175,7 @@ def _count(scorer: Scorer, parents: list[np.ndarray], pairs: np.ndarray) -> np.n
 
 class Evaluator(SharedRounds):
     """Correct test counts of many child sets, here alone (jobs = 1) or shared with jobs - 1
-    team workers (audit/process_team.py); in the order of ``pairs`` whatever ``jobs`` is."""
+    team workers (audit/engine/process_team.py); in the order of ``pairs`` whatever ``jobs`` is."""
 
     def counts(self, parents: list[np.ndarray], pairs: np.ndarray) -> np.ndarray:
         return np.concatenate(self.map_chunks(_count, (parents,), pairs))

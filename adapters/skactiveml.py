@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from adapters.base import MISSING, QueryStrategy
+from audit.engine.models import ModelSpec
 from audit.errors import StrategyError
-from audit.models import ModelSpec
 
 try:
     from skactiveml import pool as _pool

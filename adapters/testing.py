@@ -20,16 +20,16 @@ the true label of each picked row as the runner does.
 from __future__ import annotations
 
 import functools
-from types import SimpleNamespace
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from adapters.base import MISSING, QueryStrategy, TrialView
+from audit.engine.models import ModelSpec
 from audit.errors import AuditError, StrategyError
-from audit.models import ModelSpec
 
 QUERY_MODEL = ModelSpec("lr", {"C": 1.0})
 """The query model the checks give a strategy that needs one (``model_use`` "fitted" or "own")."""

@@ -18,14 +18,14 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from audit.compare import summarise, verdict
+from audit.analysis.compare import summarise, verdict
+from audit.analysis.references import COLUMNS as REFERENCE_COLUMNS
+from audit.analysis.references import load_references
+from audit.analysis.reproduce import reproduce as _reproduce
+from audit.engine.replay import ReproduceRequest
+from audit.engine.store import DEFAULT_STORE
 from audit.errors import AuditError
 from audit.protocols import Protocol, load_protocol
-from audit.references import COLUMNS as REFERENCE_COLUMNS
-from audit.references import load_references
-from audit.replay import ReproduceRequest
-from audit.reproduce import reproduce as _reproduce
-from audit.store import DEFAULT_STORE
 
 CELL_COLUMNS = ("protocol", "dataset", "strategy", "status", "n", "mean", "sd", "ci95_low", "ci95_high",
                 "ci99_low", "ci99_high", "published_mean", "verdict", "reference", "welch_p", "library",

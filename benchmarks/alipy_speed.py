@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from audit.datasets import load_dataset  # noqa: E402
+from audit.engine.datasets import load_dataset  # noqa: E402
+from audit.engine.runner import run_trial  # noqa: E402
 from audit.protocols import load_protocol  # noqa: E402
-from audit.runner import run_trial  # noqa: E402
 from tests.plain_libraries import plain_libraries  # noqa: E402
 
 CASES = (("eer", "sonar"), ("eer", "ionosphere"), ("bmdr", "heart"))

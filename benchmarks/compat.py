@@ -3,10 +3,10 @@
     cd /work/main && uv run python benchmarks/compat.py [--dataset sonar] [--trials 20] [--jobs 2]
                                                         [--models lr,svm-rbf,rf]
 
-1. grid: `audit.compat.run_compat` into a fresh store. One trial per query model (row) and
+1. grid: `audit.analysis.compat.run_compat` into a fresh store. One trial per query model (row) and
    seed: the query model is fitted once a round and queries with that fit, and every
    task model (column) is trained and scored on the same queries.
-2. naive: every (query, task) pair as its own `audit.reproduce.reproduce` run, with its own
+2. naive: every (query, task) pair as its own `audit.analysis.reproduce.reproduce` run, with its own
    store and report, sharing nothing. On the diagonal the query model is spelled apart
    from the task model (lr(C=1.0) for lr(C=1.0, solver='lbfgs'), svm-rbf(gamma='auto') for
    svm-rbf(C=1.0, gamma='auto'), rf() for rf(n_estimators=100): the same estimators), so
@@ -40,11 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import matplotlib.pyplot  # noqa: E402,F401  (imports warmed up before anything is timed)
 import sklearn.ensemble  # noqa: E402,F401
 
-from audit.compat import LU2023_SPECS, CompatRequest, run_compat, strategy_id  # noqa: E402
-from audit.models import ModelSpec  # noqa: E402
+from audit.analysis.compat import LU2023_SPECS, CompatRequest, run_compat, strategy_id  # noqa: E402
+from audit.analysis.reproduce import ReproduceRequest, reproduce  # noqa: E402
+from audit.engine.models import ModelSpec  # noqa: E402
+from audit.engine.store import ResultStore  # noqa: E402
 from audit.protocols import StrategySpec, load_protocol  # noqa: E402
-from audit.reproduce import ReproduceRequest, reproduce  # noqa: E402
-from audit.store import ResultStore  # noqa: E402
 
 TARGET = 0.8
 # The same estimator as LU2023_SPECS[name], written so that its spec key differs.

@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 from sklearn.ensemble import RandomForestClassifier  # noqa: E402
 
-from audit.datasets import load_dataset  # noqa: E402
-from audit.fast_policy import fast_path_verified  # noqa: E402
-from audit.forest import LeanForest  # noqa: E402
+from audit.engine.datasets import load_dataset  # noqa: E402
+from audit.fast.forest import LeanForest  # noqa: E402
+from audit.fast.policy import fast_path_verified  # noqa: E402
 
 CASES = (("checkerboard", (20, 200, 500, 940)), ("sonar", (20, 60, 124)), ("banana", (200, 1600, 3180)))
 

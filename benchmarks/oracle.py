@@ -36,11 +36,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # tests.oracle_reference: the naive implementation the tests keep
 
-from audit.datasets import load_dataset  # noqa: E402
+from audit.engine.datasets import load_dataset  # noqa: E402
+from audit.engine.runner import run_trial  # noqa: E402
+from audit.engine.splits import make_split, plan_seeds  # noqa: E402
+from audit.engine.workers import context as worker_context  # noqa: E402
 from audit.protocols import load_protocol  # noqa: E402
-from audit.runner import run_trial  # noqa: E402
-from audit.splits import make_split, plan_seeds  # noqa: E402
-from audit.workers import context as worker_context  # noqa: E402
 from tests.oracle_reference import naive_beam_search  # noqa: E402
 
 LU2023_SONAR_SECONDS = 52.0

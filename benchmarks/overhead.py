@@ -5,7 +5,7 @@ Run by hand (not a test):
     cd /work/main && uv run python benchmarks/overhead.py [--trials 20] [--repeats 3]
                                                         [--jobs-trials 20,40]
 
-1. For Uniform and US-C: wall time of the engine (``audit.runner.run_trial`` for each
+1. For Uniform and US-C: wall time of the engine (``audit.engine.runner.run_trial`` for each
    trial seed, in-process, no store) against a plain scikit-learn loop doing the same
    fits (same split, StandardScaler on the train rows, SVC fit on the labeled rows,
    predict the test rows, query the next pool item / the smallest |decision_function|,
@@ -42,13 +42,14 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 import adapters  # noqa: E402
 import adapters.native  # noqa: E402,F401
-from audit.datasets import load_dataset  # noqa: E402
-from audit.metrics import get_variant  # noqa: E402
+from audit.engine.datasets import load_dataset  # noqa: E402
+from audit.engine.executors import run_tasks  # noqa: E402
+from audit.engine.metrics import get_variant  # noqa: E402
+from audit.engine.runner import TrialTask, run_trial  # noqa: E402
+from audit.engine.splits import make_split, plan_seeds  # noqa: E402
+from audit.engine.workers import context as worker_context  # noqa: E402
+from audit.engine.workers import start_early
 from audit.protocols import load_protocol  # noqa: E402
-from audit.executors import run_tasks  # noqa: E402
-from audit.runner import TrialTask, run_trial  # noqa: E402
-from audit.splits import make_split, plan_seeds  # noqa: E402
-from audit.workers import context as worker_context, start_early  # noqa: E402
 
 PROTOCOL = "lu2023"
 DATASET = "sonar"
@@ -205,7 +206,7 @@ def time_plain(X, y, splits, strategy) -> tuple[Measure, dict[int, float]]:
 
 
 def time_jobs(tasks, jobs) -> tuple[Measure, dict[tuple[str, int], float]]:
-    if jobs > 1:  # as the CLI does: its forkserver imports while the driver imports (audit.workers)
+    if jobs > 1:  # as the CLI does: its forkserver imports while the driver imports (audit.engine.workers)
         start_early()
         ready = worker_context().Process(target=os.getpid)  # returns once the preloads are imported
         ready.start()

@@ -35,8 +35,8 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from audit.executors import DaskExecutor, Executor, LocalExecutor  # noqa: E402
-from audit.run import RunRequest, run  # noqa: E402
+from audit.engine.benchmark import RunRequest, run  # noqa: E402
+from audit.engine.executors import DaskExecutor, Executor, LocalExecutor  # noqa: E402
 
 STRATEGIES = ("uniform", "us-c")
 

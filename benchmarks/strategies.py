@@ -17,11 +17,11 @@ import time
 
 import numpy as np
 
-from audit.capabilities import CANONICAL_STRATEGIES, capability
-from audit.datasets import load_dataset
+from audit.engine.capabilities import CANONICAL_STRATEGIES, capability
+from audit.engine.datasets import load_dataset
+from audit.engine.runner import run_trial
+from audit.engine.splits import plan_seeds
 from audit.protocols import load_protocol
-from audit.runner import run_trial
-from audit.splits import plan_seeds
 
 
 def main() -> None:

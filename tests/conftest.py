@@ -4,12 +4,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import adapters
 from adapters.testing import toy_pool  # noqa: F401  (tests import it from here)
-from audit.datasets import DataError, load_dataset
+from audit.engine.datasets import DataError, load_dataset
 from audit.protocols import PROTOCOL_DIR, load_protocol
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from audit.models import margin_scores
+from audit.engine.models import margin_scores
+from audit.engine.runner import _Features, budget_for
+from audit.engine.splits import make_split, subsystem_seed
 from audit.protocols import Protocol
-from audit.runner import _Features, budget_for
-from audit.splits import make_split, subsystem_seed
 
 
 class _Trial:

@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.svm import SVC
 
 from adapters import alipy
-from audit.models import BUILDERS
+from audit.engine.models import BUILDERS
 
 
 def _plain_svc(kernel: str):

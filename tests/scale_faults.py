@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from audit.runner import execute_task
+from audit.engine.runner import execute_task
 
 SLOW_SECONDS = 1.5
 POISON_SEED = 1

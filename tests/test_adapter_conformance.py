@@ -11,9 +11,14 @@ import pytest
 
 import adapters
 from adapters import MISSING, QueryStrategy, testing
-from adapters.testing import check_strategy, parametrize_with_checks, strategy_checks, toy_pool
+from adapters.testing import (
+    check_strategy,
+    parametrize_with_checks,
+    strategy_checks,
+    toy_pool,
+)
+from audit.engine.models import ModelSpec
 from audit.errors import AuditError, StrategyError
-from audit.models import ModelSpec
 from audit.protocols import PROTOCOL_DIR, load_protocol
 
 QUERY_MODEL = ModelSpec("lr", {"C": 1.0})
@@ -268,7 +273,7 @@ ENCODINGS = {"parkinsons": "1/0", "heart": "+1/-1", "sonar": "1/-1"}
 
 @pytest.fixture(scope="module")
 def encoded_datasets():
-    from audit.datasets import DataError, load_dataset
+    from audit.engine.datasets import DataError, load_dataset
 
     try:
         return {name: load_dataset(name) for name in ENCODINGS}
@@ -282,9 +287,9 @@ def test_runs_in_a_trial_on_every_label_encoding_without_seeing_held_out_labels(
     """Through the real runner: X holds only train rows and y no label of an unlabeled row."""
     import dataclasses
 
+    from audit.engine.runner import run_trial
+    from audit.engine.splits import make_split
     from audit.protocols import StrategySpec
-    from audit.runner import run_trial
-    from audit.splits import make_split
 
     cls = adapters.strategy_class(name)
     seen = []

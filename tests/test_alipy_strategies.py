@@ -7,8 +7,6 @@ says why it cannot run offline.
 """
 from __future__ import annotations
 
-import collections
-
 import numpy as np
 import pytest
 from sklearn.svm import SVC
@@ -16,11 +14,12 @@ from sklearn.svm import SVC
 import adapters
 from adapters import MISSING
 from adapters import alipy as al
-from audit.models import ModelSpec
+from audit.engine.models import ModelSpec
+from audit.engine.runner import run_trial
+from audit.engine.splits import make_split
 from audit.protocols import StrategySpec, load_protocol
-from audit.runner import run_trial
-from audit.splits import make_split
-from tests.conftest import toy_pool as pool, single_strategy
+from tests.conftest import single_strategy
+from tests.conftest import toy_pool as pool
 from tests.plain_libraries import plain_libraries
 
 LR = ModelSpec("lr", {"C": 1.0})
@@ -93,7 +92,7 @@ np.random.seed(2024)
 before = names(np), names(collections), np.random.get_state()
 import adapters
 from adapters import MISSING
-from audit.models import ModelSpec
+from audit.engine.models import ModelSpec
 from tests.conftest import toy_pool
 
 X, y, _ = toy_pool()
@@ -371,7 +370,7 @@ def test_the_speed_ups_give_alipys_own_picks(sid, sonar):
 
 def test_bmdr_reuses_the_pseudo_inverse_of_a_repeated_matrix(monkeypatch):
     """On heart, BMDR's ADMM runs many iterations a round (on sonar it stops after one)."""
-    from audit.datasets import load_dataset
+    from audit.engine.datasets import load_dataset
 
     heart = load_dataset("heart")
     calls = []
@@ -438,9 +437,9 @@ def test_a_dask_worker_with_other_threads_refuses_an_adapter_with_process_wide_s
     descriptor: beside other trials in the same process that is refused, in one line."""
     from distributed import LocalCluster
 
+    from audit.engine.executors import DaskExecutor
+    from audit.engine.runner import TrialTask
     from audit.errors import AuditError
-    from audit.executors import DaskExecutor
-    from audit.runner import TrialTask
 
     random, uncertainty = (single_strategy(LU2023, SPECS[sid]) for sid in ("random", "uncertainty"))
     with LocalCluster(n_workers=1, threads_per_worker=threads, processes=False, dashboard_address=None) as cluster, \

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from audit.cli import main
-from audit.datasets import resolve_data_dir
+from audit.cli.main import main
+from audit.engine.datasets import resolve_data_dir
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -249,8 +249,8 @@ def test_compat_bad_input(capsys, tmp_path, argv, fragment):
 def test_unavailable_strategies_are_rows_of_every_report_with_their_reason(tmp_path, lu2023):
     import dataclasses
 
-    from audit.report import format_table
-    from audit.reproduce import ReproduceRequest, reproduce
+    from audit.analysis.reproduce import ReproduceRequest, reproduce
+    from audit.report.sections import format_table
 
     protocol = dataclasses.replace(lu2023, budget_size=3, strategies={
         sid: lu2023.strategy(sid) for sid in ("uniform", "vr", "lal")})

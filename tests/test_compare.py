@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.compare import (
+from audit.analysis.compare import (
     CONSISTENT,
     DISCREPANT_1,
     DISCREPANT_5,
@@ -17,7 +17,7 @@ from audit.compare import (
     summarise,
     verdict,
 )
-from audit.stats import t_interval, welch
+from audit.analysis.stats import t_interval, welch
 
 # values 0.70 0.72 0.75 0.71 0.74, n = 5
 #   mean = 3.62 / 5 = 0.724

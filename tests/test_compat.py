@@ -7,13 +7,24 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.compat import (NON_COMPATIBLE, PAPER_GROUPS, CompatRequest, analyse, format_grid, format_summary,
-                          grid_group, judge_column, run_compat, strategy_id, summarise_grids)
-from audit.datasets import names
+from audit.analysis.compat import (
+    NON_COMPATIBLE,
+    PAPER_GROUPS,
+    CompatRequest,
+    analyse,
+    format_grid,
+    format_summary,
+    grid_group,
+    judge_column,
+    run_compat,
+    strategy_id,
+    summarise_grids,
+)
+from audit.analysis.stats import holm
+from audit.engine.datasets import names
+from audit.engine.models import ModelSpec, parse_model, split_specs
+from audit.engine.runner import RoundRecord, TrialResult, run_trial
 from audit.errors import AuditError
-from audit.models import ModelSpec, parse_model, split_specs
-from audit.runner import RoundRecord, TrialResult, run_trial
-from audit.stats import holm
 
 
 def column(diag, **others):

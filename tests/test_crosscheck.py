@@ -3,8 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from audit.crosscheck import compare_members, first_divergence, format_crosscheck, crosscheck
-from audit.runner import RoundRecord, TrialResult
+from audit.analysis.crosscheck import (
+    compare_members,
+    crosscheck,
+    first_divergence,
+    format_crosscheck,
+)
+from audit.engine.runner import RoundRecord, TrialResult
 
 
 def trial(seed, queried, aubc):

@@ -7,8 +7,8 @@ import shutil
 import numpy as np
 import pytest
 
-from audit import datasets as D
-from audit.datasets import DataError, DatasetInfo
+from audit.engine import datasets as D
+from audit.engine.datasets import DataError, DatasetInfo
 
 BINARY = ("appendicitis sonar parkinsons ex8b heart haberman ionosphere clean1 breast wdbc "
           "australian diabetes mammographic ex8a tic german splice gcloudb gcloudub checkerboard "
@@ -269,7 +269,7 @@ def test_duplicate_counts():
 
 @needs_data
 def test_datasets_command_flags_tic_and_counts_duplicates(capsys):
-    from audit.cli import main
+    from audit.cli.main import main
 
     assert main(["datasets", "--split", "lu2023"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -280,7 +280,7 @@ def test_datasets_command_flags_tic_and_counts_duplicates(capsys):
 
 
 def test_a_report_says_when_its_file_matches_no_paper():
-    from audit.report import data_property_lines
+    from audit.report.sections import data_property_lines
 
     [line] = data_property_lines("tic")
     assert line.startswith("data set tic differs from the papers: d 18 vs 9") and "trial by trial" in line

@@ -7,16 +7,22 @@ import random
 import numpy as np
 import pytest
 
-from audit.cli import main
-from audit.datasets import DataError, load_dataset
-from audit.diagnose import detectors as d
-from audit.compare import summarise
-from audit.diagnose.counterfactual import HYPOTHESES, MIN_DIAGNOSIS_TRIALS, combine, derived_protocols, diagnose_cell
+from audit.analysis.compare import summarise
+from audit.analysis.diagnose import detectors as d
+from audit.analysis.diagnose.counterfactual import (
+    HYPOTHESES,
+    MIN_DIAGNOSIS_TRIALS,
+    combine,
+    derived_protocols,
+    diagnose_cell,
+)
+from audit.analysis.reproduce import ReproduceRequest
+from audit.cli.main import main
+from audit.engine.datasets import DataError, load_dataset
+from audit.engine.runner import run_trial
+from audit.engine.splits import make_split, plan_seeds
+from audit.engine.store import ResultStore
 from audit.protocols import load_protocol
-from audit.reproduce import ReproduceRequest
-from audit.runner import run_trial
-from audit.splits import make_split, plan_seeds
-from audit.store import ResultStore
 
 
 def _data(name):

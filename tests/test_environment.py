@@ -10,13 +10,18 @@ from importlib import metadata
 import pytest
 
 import adapters
-from audit import gate
-from audit.replay import ReproduceRequest, execute_replay, missing_tasks, plan_replay
-from audit.store import ResultStore, fingerprint_details
+from audit.engine.replay import (
+    ReproduceRequest,
+    execute_replay,
+    missing_tasks,
+    plan_replay,
+)
+from audit.engine.store import ResultStore, fingerprint_details
+from audit.gate import baseline as gate
 
 
 def test_the_fingerprint_covers_the_numeric_stack_and_what_each_adapter_declares():
-    from audit.environment import NUMERIC_STACK, environment_versions
+    from audit.engine.environment import NUMERIC_STACK, environment_versions
 
     versions = environment_versions()
     assert versions["python"] and versions["platform"]

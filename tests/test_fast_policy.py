@@ -9,9 +9,15 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import check_estimator
 
-from audit.fast_policy import LIBRARY, fast_path_verified, provenance, recording, sklearn_supported
-from audit.forest import LeanForest
-from audit.lean_svm import LeanSVC
+from audit.fast.forest import LeanForest
+from audit.fast.policy import (
+    LIBRARY,
+    fast_path_verified,
+    provenance,
+    recording,
+    sklearn_supported,
+)
+from audit.fast.svc import LeanSVC
 
 
 def _failed_checks(estimator) -> set[str]:

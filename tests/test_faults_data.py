@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from audit import datasets as D
-from audit.cli import main
+from audit.cli.main import main
+from audit.engine import datasets as D
 
 pytestmark = pytest.mark.skipif(not D.REPO_DATA_DIR.is_dir(), reason="shared data directory absent")
 
@@ -54,14 +54,14 @@ def cache(tmp_path) -> Path:
 def run_audit(*args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
     """The CLI in its own process with bounded memory; a hang fails the test."""
     try:
-        return subprocess.run([sys.executable, "-m", "audit.cli", *args], capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "audit.cli.main", *args], capture_output=True, text=True,
                               timeout=timeout, cwd=D.REPO_ROOT, preexec_fn=_limit_memory)
     except subprocess.TimeoutExpired:
         pytest.fail(f"`audit {' '.join(args)}` still running after {timeout} s")
 
 
 def start_audit(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "audit.cli", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "audit.cli.main", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=D.REPO_ROOT, preexec_fn=_limit_memory)
 
 

@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from audit.cli import main
-from audit import compare
-from audit.diagnose import counterfactual
-from audit.store import ResultStore
+from audit.analysis import compare
+from audit.analysis.diagnose import counterfactual
+from audit.cli.main import main
+from audit.engine.store import ResultStore
 from tests.test_cli import REPO, assert_one_line_error
 
 
@@ -176,7 +176,7 @@ def test_a_consistent_verdict_on_a_wide_interval_is_flagged_low_power(capsys, tm
 # --- audit --version -----------------------------------------------------------------------
 
 def test_version_prints_the_libraries_without_importing_them():
-    code = ("import sys; from audit.cli import main\n"
+    code = ("import sys; from audit.cli.main import main\n"
             "try:\n    main(['--version'])\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
             "print(sorted(m for m in ('sklearn', 'libact', 'alipy', 'skactiveml', 'numpy') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.cli import main
+from audit.cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
 AUDIT = Path(sys.executable).parent / "audit"  # the console script `uv run audit` runs
@@ -186,7 +186,7 @@ def test_a_second_ctrl_c_leaves_at_once_and_uvs_forwarded_copy_of_the_first_does
     first (`uv run` forwarding the terminal's) changes nothing; a later one leaves at once,
     with the one line and no traceback."""
     script = ("import sys, time\n"
-              "import audit.cli as cli\n"
+              "import audit.cli.main as cli\n"
               "def slow_to_stop(args):\n"
               "    try:\n"
               "        time.sleep(60)\n"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from audit.cli import main
-from audit.destinations import MANIFEST, PROJECT_ROOT, check_report_dir
+from audit.analysis.reproduce import ReproduceRequest, reproduce
+from audit.cli.main import main
+from audit.engine.destinations import MANIFEST, PROJECT_ROOT, check_report_dir
 from audit.errors import AuditError
-from audit.reproduce import ReproduceRequest, reproduce
 
 SMOKE_BASELINE = PROJECT_ROOT / "reference_results" / "baselines" / "smoke.json"
 REPRODUCE = ("reproduce", "lu2023", "--dataset", "heart", "--strategies", "uniform", "--trials", "2",

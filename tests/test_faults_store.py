@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from audit.cli import main
+from audit.analysis.reproduce import ReproduceRequest, reproduce
+from audit.cli.main import main
+from audit.engine.runner import run_trial
+from audit.engine.store import SCHEMA_VERSION, ResultStore, fingerprint_details
 from audit.errors import AuditError
-from audit.reproduce import ReproduceRequest, reproduce
-from audit.runner import run_trial
-from audit.store import SCHEMA_VERSION, ResultStore, fingerprint_details
 
 REPO = Path(__file__).resolve().parent.parent
 TRIALS = 3
@@ -200,7 +200,7 @@ def test_a_full_filesystem_stops_the_driver_with_one_line_and_the_rerun_resumes(
         store = small / "store.sqlite"
         argv = {"reproduce": ["reproduce", str(protocol), "--dataset", "sonar", "--out", str(tmp_path / "out")],
                 "run": ["run", "--protocol", str(protocol), "--datasets", "sonar"]}[command]
-        cmd = [sys.executable, "-m", "audit.cli", *argv, "--strategies", "uniform", "--trials", "15",
+        cmd = [sys.executable, "-m", "audit.cli.main", *argv, "--strategies", "uniform", "--trials", "15",
                "--store", str(store), "--no-progress"]
         full = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
         assert full.returncode == 2, full.stderr

@@ -4,11 +4,11 @@ import pytest
 from sklearn.base import clone
 from sklearn.ensemble import RandomForestClassifier
 
-from audit import forest
-from audit.datasets import load_dataset
-from audit.fast_policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
-from audit.forest import LeanForest
-from audit.models import ModelSpec
+from audit.engine.datasets import load_dataset
+from audit.engine.models import ModelSpec
+from audit.fast import forest
+from audit.fast.forest import LeanForest
+from audit.fast.policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
 
 
 def _same_forest(reference, lean, X):

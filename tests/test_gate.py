@@ -11,12 +11,21 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from audit.cli import main
+from audit.analysis.stats import paired_tests, trials_needed
+from audit.cli.main import main
 from audit.errors import AuditError
-from audit.gate import (CellRun, compare_cell, create_baseline, diff_data, exit_code, gate, junit_xml,
-                        load_baseline, load_suite, protocol_changes, protocol_from_data)
+from audit.gate.baseline import (
+    CellRun,
+    create_baseline,
+    diff_data,
+    load_baseline,
+    protocol_changes,
+    protocol_from_data,
+)
+from audit.gate.junit import junit_xml
+from audit.gate.suite import load_suite
+from audit.gate.verdicts import compare_cell, exit_code, gate
 from audit.protocols import PROTOCOL_DIR
-from audit.stats import paired_tests, trials_needed
 
 XSD = Path(__file__).resolve().parent / "junit-10-subset.xsd"
 XS = "{http://www.w3.org/2001/XMLSchema}"
@@ -433,7 +442,7 @@ def test_the_ci_workflow_example_gates_the_committed_baseline_with_valid_argumen
 
     import yaml
 
-    from audit.cli import build_parser
+    from audit.cli.main import build_parser
 
     repo = Path(__file__).resolve().parent.parent
     workflow = yaml.safe_load((repo / "examples/ci/gate-upgrade.yml").read_text())

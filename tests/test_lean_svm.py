@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from sklearn.svm import SVC
 
-from audit.datasets import load_dataset
-from audit.fast_policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
-from audit.lean_svm import _FITTED, LeanSVC
-from audit.models import ModelSpec
+from audit.engine.datasets import load_dataset
+from audit.engine.models import ModelSpec
+from audit.fast.policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
+from audit.fast.svc import _FITTED, LeanSVC
 
 
 def _same_svc(reference, lean, X, proba):

@@ -14,10 +14,10 @@ import pytest
 import adapters
 from adapters import MISSING
 from adapters import libact as la
+from audit.engine.models import ModelSpec
+from audit.engine.runner import run_trial
 from audit.errors import AuditError
-from audit.models import ModelSpec
 from audit.protocols import load_protocol
-from audit.runner import run_trial
 
 LIBACT_IDS = ("qbc", "hintsvm", "quire", "albl", "dwus", "vr")
 AVAILABLE_IDS = [s for s in LIBACT_IDS if adapters.unavailable_reason(f"libact.{s}") is None]

@@ -10,9 +10,14 @@ from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.metrics import accuracy_score, f1_score, roc_auc_score
 from sklearn.preprocessing import label_binarize
 
+from audit.engine.metrics import (
+    AUBC_VARIANTS,
+    METRICS,
+    aubc,
+    get_variant,
+    round_metrics,
+)
 from audit.errors import AuditError
-from audit.metrics import AUBC_VARIANTS, METRICS, aubc, get_variant, round_metrics
-
 
 # --------------------------------------------------------------------------------------
 # round_metrics against scikit-learn

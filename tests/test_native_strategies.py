@@ -17,11 +17,18 @@ from sklearn.svm import SVC
 
 import adapters
 from adapters import MISSING
-from adapters.native import GraphDensity, Hierarchical, InformativeDiverse, KCenter, Margin, MarginClusterMean
+from adapters.native import (
+    GraphDensity,
+    Hierarchical,
+    InformativeDiverse,
+    KCenter,
+    Margin,
+    MarginClusterMean,
+)
+from audit.engine.models import margin_scores
+from audit.engine.runner import run_trial
 from audit.errors import AuditError
-from audit.models import margin_scores
 from audit.protocols import StrategySpec
-from audit.runner import run_trial
 
 NEW = ["coreset", "graph", "hier", "infodiv", "mcm"]
 BATCH_SIZES = [1, 2, 5, 10]

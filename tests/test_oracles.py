@@ -11,16 +11,21 @@ import pytest
 
 import adapters
 from adapters import QueryStrategy, native, oracles
-from audit import process_team
-from audit.capabilities import capability, format_matrix
+from audit.analysis.reproduce import reproduce
+from audit.engine import process_team
+from audit.engine.capabilities import capability, format_matrix
+from audit.engine.models import ModelSpec
+from audit.engine.replay import (
+    ReproduceRequest,
+    choose_strategies,
+    estimate_seconds,
+    oracle_jobs,
+)
+from audit.engine.runner import TrialTask, _Features, run_trial
+from audit.engine.splits import make_split
 from audit.errors import AuditError
-from audit.models import ModelSpec
 from audit.protocols import StrategySpec
-from audit.report import ORACLE_NOTE, format_table
-from audit.replay import ReproduceRequest, choose_strategies, estimate_seconds, oracle_jobs
-from audit.reproduce import reproduce
-from audit.runner import TrialTask, _Features, run_trial
-from audit.splits import make_split
+from audit.report.sections import ORACLE_NOTE, format_table
 from tests.oracle_reference import _Trial, naive_beam_search, naive_greedy
 
 
@@ -115,7 +120,7 @@ def test_an_oracle_has_no_companions(lu2023, small):
 def test_the_libsvm_path_computes_gamma_with_lean_svcs_code(lu2023, monkeypatch):
     from sklearn.svm import SVC
 
-    from audit.lean_svm import LeanSVC, libsvm_gamma
+    from audit.fast.svc import LeanSVC, libsvm_gamma
 
     X, y = blobs(60, separation=1.0, d=4, seed=5)
     for gamma in ("scale", "auto", 0.25):

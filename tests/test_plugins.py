@@ -8,12 +8,12 @@ from importlib import metadata
 import pytest
 
 import adapters
+from audit.engine.replay import ReproduceRequest, plan_replay
+from audit.engine.runner import run_trial
+from audit.engine.splits import make_split
+from audit.engine.store import fingerprint_details
 from audit.errors import AuditError
 from audit.protocols import load_protocol
-from audit.replay import ReproduceRequest, plan_replay
-from audit.runner import run_trial
-from audit.splits import make_split
-from audit.store import fingerprint_details
 
 PLUGIN = '''
 import numpy as np
@@ -93,7 +93,7 @@ def test_entry_points_register_implementations(monkeypatch, plugin_module):
     assert adapters.strategy_class("mine.last").__name__ == "Last"
     assert {"mine.last", "mine.broken"} <= set(adapters.implementations())
     assert "does not load" in adapters.unavailable_reason("mine.broken")
-    from audit.capabilities import format_plugins
+    from audit.engine.capabilities import format_plugins
 
     listing = format_plugins()
     assert "mine.last = myplugins:Last" in listing and "available" in listing
@@ -128,7 +128,7 @@ def check_command(tmp_path, *args):
     import subprocess
 
     env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
-    return subprocess.run([sys.executable, "-m", "audit.cli", "check-strategy", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "audit.cli.main", "check-strategy", *args], capture_output=True,
                           text=True, env=env, cwd=tmp_path)
 
 

@@ -5,9 +5,9 @@ import re
 
 import pytest
 
+from audit.engine.metrics import AUBC_VARIANTS
+from audit.engine.models import ModelSpec
 from audit.errors import AuditError
-from audit.metrics import AUBC_VARIANTS
-from audit.models import ModelSpec
 from audit.protocols import PROTOCOL_DIR, Protocol, available_protocols, load_protocol
 
 LU2023_TEXT = (PROTOCOL_DIR / "lu2023.toml").read_text()

@@ -1,8 +1,14 @@
 import pytest
 
-from audit.cli import main
-from audit.reference_lint import extreme_labels, identical_columns, lint_references, load_facts, mean_range
-from audit.references import COLUMNS
+from audit.analysis.reference_lint import (
+    extreme_labels,
+    identical_columns,
+    lint_references,
+    load_facts,
+    mean_range,
+)
+from audit.analysis.references import COLUMNS
+from audit.cli.main import main
 
 HEADER = ",".join(COLUMNS)
 
@@ -15,7 +21,7 @@ def findings(tmp_path, rows, detector, facts=None):
     directory = tmp_path / "reference_results"
     directory.mkdir(parents=True)
     (directory / "t.csv").write_text("\n".join([HEADER, *rows]) + "\n")
-    from audit.references import load_references
+    from audit.analysis.references import load_references
 
     refs = load_references(metric=None, directory=directory, check_range=False)
     return detector(refs, facts or {})

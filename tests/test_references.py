@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from audit.references import COLUMNS, REFERENCE_DIR, load_references
+from audit.analysis.references import COLUMNS, REFERENCE_DIR, load_references
 
 PAPERS = REFERENCE_DIR.parent.parent / "shared" / "papers"
 SHARED_REFERENCES = REFERENCE_DIR.parent.parent / "shared" / "references"
@@ -168,8 +168,8 @@ def test_transcription_reproduces_the_csv_files(tmp_path):
     ("clean1", "vr", None, None, None),                        # printed TLE: no reference
 ])
 def test_lu2023_picks_the_paper_then_the_repository_table(dataset, strategy, table, mean, sd):
+    from audit.analysis.reproduce import pick_reference
     from audit.protocols import load_protocol
-    from audit.reproduce import pick_reference
 
     ref = pick_reference(load_protocol("lu2023"), dataset, strategy)
     assert (ref.table, ref.mean, ref.sd) == (table, mean, sd) if ref else table is None

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import audit
-from audit.references import read_user_table, select
+from audit.analysis.references import read_user_table, select
 
 HEADER = "paper,table,dataset,strategy,metric,mean,sd,n,scale,aubc_variant"
 GOOD = "mine,Table 1,sonar,uniform,accuracy,0.75,0.03,20,fraction,zhan2021_code"
@@ -49,7 +49,7 @@ def test_a_missing_file_is_reported(tmp_path):
 
 
 def cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "audit.cli", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "audit.cli.main", *args], capture_output=True, text=True, cwd=cwd)
 
 
 def test_check_command(tmp_path):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from audit.reproduce import ReproduceRequest, reproduce
+from audit.analysis.reproduce import ReproduceRequest, reproduce
 
 pytestmark = pytest.mark.slow
 

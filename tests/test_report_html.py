@@ -9,8 +9,8 @@ from html import escape
 import numpy as np
 import pytest
 
-from audit.report import provenance_lines
-from audit.reproduce import ReproduceRequest, reproduce
+from audit.analysis.reproduce import ReproduceRequest, reproduce
+from audit.report.sections import provenance_lines
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -64,7 +64,7 @@ def test_chromium_renders_the_report(replay, tmp_path):
                    capture_output=True, timeout=120, check=True)
     import matplotlib.image
 
-    from audit.report_plots import PUBLISHED_COLOR
+    from audit.report.plots import PUBLISHED_COLOR
 
     pixels = matplotlib.image.imread(shot)[..., :3]
     assert pixels.shape[:2] == (2400, 1200)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from audit.report_plots import plot_forest, plot_learning_curves
+from audit.report.plots import plot_forest, plot_learning_curves
 
 # lu2023's strategies on sonar (docs/figures.md), the last two of them oracles
 STRATEGIES = ["uniform", "us-c", "us-nc", "qbc", "hintsvm", "quire", "albl", "dwus", "coreset", "graph", "hier",

@@ -8,13 +8,13 @@ import pytest
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
+from audit.engine.executors import run_tasks
+from audit.engine.metrics import get_variant
+from audit.engine.models import ModelSpec
+from audit.engine.runner import TrialTask, budget_for, run_trial
+from audit.engine.splits import make_split
 from audit.errors import AuditError
-from audit.metrics import get_variant
-from audit.models import ModelSpec
 from audit.protocols import StrategySpec, load_protocol
-from audit.executors import run_tasks
-from audit.runner import TrialTask, budget_for, run_trial
-from audit.splits import make_split
 from tests.conftest import with_split
 
 
@@ -183,7 +183,7 @@ def test_companions_must_differ_only_in_the_task_model(lu2023, sonar):
                                                    (ModelSpec("rf", {"n_estimators": 5}), "lean-forest"),
                                                    (ModelSpec("lr"), "library")])
 def test_a_trial_records_the_fit_path_that_ran_and_the_store_keeps_it(lu2023, sonar, tmp_path, task_model, fast_path):
-    from audit.store import ResultStore, fingerprint_details
+    from audit.engine.store import ResultStore, fingerprint_details
 
     protocol = dataclasses.replace(lu2023, budget_size=3, task_model=task_model)
     result = run_trial(protocol, "sonar", sonar.X, sonar.y, "uniform", 0)

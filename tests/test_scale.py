@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from audit.cli import main
-from audit.executors import DaskExecutor, LocalExecutor
-from audit.run import RunRequest, run
-from audit.runner import run_trial
-from audit.store import ResultStore
+from audit.cli.main import main
+from audit.engine.benchmark import RunRequest, run
+from audit.engine.executors import DaskExecutor, LocalExecutor
+from audit.engine.runner import run_trial
+from audit.engine.store import ResultStore
 from tests import scale_faults
 from tests.scale_faults import POISON_SEED, attempts
 
@@ -193,7 +193,7 @@ def test_a_trial_that_raises_every_time_is_stored_as_error_after_its_retries(exe
 def _driver(store: Path, trials: int) -> subprocess.Popen:
     """`audit run` as its own process (and process group, so a test can end all it started)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "audit.cli", "run", "--protocol", "lu2023", "--datasets", "sonar",
+        [sys.executable, "-m", "audit.cli.main", "run", "--protocol", "lu2023", "--datasets", "sonar",
          "--strategies", "uniform,us-c", "--trials", str(trials), "--store", str(store), "--no-progress"],
         cwd=REPO, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -321,9 +321,9 @@ def test_local_workers_exit_when_their_driver_is_killed(tmp_path):
     finish (here: never) trials nobody stores."""
     script = (
         "import functools, sys\n"
-        "from audit.executors import LocalExecutor\n"
+        "from audit.engine.executors import LocalExecutor\n"
         "from audit.protocols import load_protocol\n"
-        "from audit.runner import TrialTask\n"
+        "from audit.engine.runner import TrialTask\n"
         "from tests.scale_faults import hangs\n"
         "tasks = [TrialTask(load_protocol('lu2023'), 'sonar', None, 'uniform', s) for s in (0, 1)]\n"
         f"executor = LocalExecutor(2, trial_function=functools.partial(hangs, {str(tmp_path)!r}))\n"

@@ -13,11 +13,12 @@ import pytest
 
 import adapters
 from adapters import MISSING
-from audit.models import ModelSpec
+from audit.engine.models import ModelSpec
+from audit.engine.runner import run_trial
+from audit.engine.splits import make_split
 from audit.protocols import StrategySpec, load_protocol
-from audit.runner import run_trial
-from audit.splits import make_split
-from tests.conftest import toy_pool as pool, single_strategy
+from tests.conftest import single_strategy
+from tests.conftest import toy_pool as pool
 
 LR = ModelSpec("lr", {"C": 1.0})
 LU2023 = load_protocol("lu2023")

@@ -6,9 +6,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from audit.datasets import DataError, load_dataset
+from audit.engine.datasets import DataError, load_dataset
+from audit.engine.splits import TrialSplit, make_split, plan_seeds, subsystem_seed
 from audit.protocols import SUBSYSTEMS, load_protocol
-from audit.splits import TrialSplit, make_split, plan_seeds, subsystem_seed
 
 LU2023 = load_protocol("lu2023")
 

@@ -1,4 +1,4 @@
-"""audit/stats.py against hand-computed and scipy reference values, plus one CLI run."""
+"""audit/analysis/stats.py against hand-computed and scipy reference values, plus one CLI run."""
 from __future__ import annotations
 
 import csv
@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from audit import analyses, stats
-from audit.cli import main
+from audit.analysis import stats
+from audit.analysis import strategy_stats as analyses
+from audit.cli.main import main
 
 
 def _table(columns: dict[str, list[float]]) -> dict[str, dict[int, float]]:
@@ -136,7 +137,7 @@ def test_cli_end_to_end_sonar(tmp_path, capsys):
 
 
 def test_help_renders_the_four_commands():
-    from audit.cli import build_parser
+    from audit.cli.main import build_parser
 
     text = build_parser().format_help()  # a bare % in a help string would raise here
     assert all(name in text for name in ("usefulness", "rank", "wtl", "runs-needed"))

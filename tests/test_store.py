@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from audit.analysis.reproduce import ReproduceRequest, reproduce
+from audit.engine.runner import run_trial
+from audit.engine.store import ResultStore, fingerprint_details
 from audit.errors import AuditError
-from audit.reproduce import ReproduceRequest, reproduce
-from audit.runner import run_trial
-from audit.store import ResultStore, fingerprint_details
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -47,7 +47,7 @@ def test_a_failed_transaction_leaves_no_partial_trial(tmp_path, lu2023, sonar):
 def test_fingerprint_changes_with_protocol_and_versions(lu2023):
     import dataclasses
 
-    from audit.store import fingerprint_of
+    from audit.engine.store import fingerprint_of
 
     base = fingerprint_details(lu2023)
     other = fingerprint_details(dataclasses.replace(lu2023, batch_size=2))
@@ -83,7 +83,7 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path, sonar):
     """SIGKILL a real `audit reproduce` mid-run; the rerun completes the same trials exactly once."""
     store = tmp_path / "killed.sqlite"
     out = tmp_path / "report"
-    cmd = [sys.executable, "-m", "audit.cli", "reproduce", "lu2023", "--dataset", "sonar", "--strategies", "us-c",
+    cmd = [sys.executable, "-m", "audit.cli.main", "reproduce", "lu2023", "--dataset", "sonar", "--strategies", "us-c",
            "--trials", "40", "--jobs", "2", "--store", str(store), "--out", str(out), "--no-progress"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
@@ -123,23 +123,23 @@ def _relative(paths):
 
 
 def test_the_fingerprint_covers_the_code_trials_run_and_not_what_reads_them():
-    from audit.store import replay_sources
+    from audit.engine.store import replay_sources
 
     code = _relative(replay_sources())
-    assert {"audit/runner.py", "audit/splits.py", "audit/models.py", "audit/forest.py", "audit/metrics.py",
-            "audit/process_team.py", "audit/datasets.py", "audit/protocols/__init__.py", "audit/__init__.py"} <= code
+    assert {"audit/engine/runner.py", "audit/engine/splits.py", "audit/engine/models.py", "audit/fast/forest.py", "audit/engine/metrics.py",
+            "audit/engine/process_team.py", "audit/engine/datasets.py", "audit/protocols/__init__.py", "audit/__init__.py"} <= code
     assert {str(p.relative_to(REPO)) for p in (REPO / "adapters").glob("*.py")} - {"adapters/testing.py"} <= code
-    assert not code & {"adapters/testing.py", "audit/api.py", "audit/report.py", "audit/cli.py", "audit/compat.py", "audit/stats.py", "audit/gate.py",
-                       "audit/reproduce.py", "audit/compare.py", "audit/diagnose/counterfactual.py"}
+    assert not code & {"adapters/testing.py", "audit/api.py", "audit/report/sections.py", "audit/cli/main.py", "audit/analysis/compat.py", "audit/analysis/stats.py", "audit/gate/verdicts.py",
+                       "audit/analysis/reproduce.py", "audit/analysis/compare.py", "audit/analysis/diagnose/counterfactual.py"}
 
 
 TRIAL_MODULES = """
 import json, sys
-from audit.datasets import load_dataset
+from audit.engine.datasets import load_dataset
 from audit.protocols import load_protocol
-from audit.runner import run_trial
+from audit.engine.runner import run_trial
 import dataclasses
-from audit.models import ModelSpec
+from audit.engine.models import ModelSpec
 data, lu2023 = load_dataset("sonar"), load_protocol("lu2023")
 small = dataclasses.replace(lu2023, budget_size=6)
 spec = lu2023.strategy("us-c")
@@ -156,7 +156,7 @@ print(json.dumps(sorted(m.__file__ for n, m in sys.modules.items()
 def test_every_module_of_this_tool_a_trial_loads_is_in_the_fingerprint():
     """The import graph is read statically; a real trial of every library in a fresh
     interpreter must not load a module of this tool that the fingerprint leaves out."""
-    from audit.store import replay_sources
+    from audit.engine.store import replay_sources
 
     done = subprocess.run([sys.executable, "-c", TRIAL_MODULES], cwd=REPO, capture_output=True, text=True,
                           timeout=240)

@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from audit.destinations import check_name
+from audit.engine.destinations import check_name
+from audit.engine.metrics import get_variant
+from audit.engine.models import ModelSpec
 from audit.errors import AuditError
-from audit.metrics import get_variant
-from audit.models import ModelSpec
 
 PROTOCOL_DIR = Path(__file__).resolve().parent
 

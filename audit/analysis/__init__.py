@@ -1,0 +1,1 @@
+"""Analyses of stored trials: comparison with published numbers, statistics, compatibility grids, cross-checks, diagnosis."""

@@ -1,0 +1,180 @@
+"""Counterfactual replays: for a discrepant cell, flip one knob at a time from the audited
+protocol toward its released-code protocol and see which flip brings the published value
+inside the reproduced 95% interval. When no single flip does, every pair of the relevant
+flips is replayed too (knobs of the released code act together: a file-order pool makes
+the mean depend on which rows the split draws put in the pool). A flip of the AUBC variant
+alone changes no query: it re-summarises the learning curves already stored instead.
+
+A cell with fewer than MIN_DIAGNOSIS_TRIALS successful trials is not replayed: with so few,
+the replays' intervals are wide enough to cover almost any value (at 2 trials, wider than
+[0, 1]), and "explained by" would claim what the data cannot show."""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from audit.analysis.compare import summarise
+from audit.engine.metrics import get_variant
+from audit.engine.replay import ReproduceRequest, execute_replay, plan_replay
+from audit.engine.store import ResultStore
+from audit.protocols import Protocol, load_protocol
+
+MIN_DIAGNOSIS_TRIALS = 10  # successful trials a discrepant cell needs before a replay may explain it
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    key: str
+    label: str  # what the flip means, e.g. "unshuffled pool"
+    replay: str  # how its replay is named in a finding, e.g. "file-order replay"
+    flip: Callable[[Protocol, Protocol, str], Protocol]
+
+
+def _pool_order(audited: Protocol, released: Protocol, sid: str) -> Protocol:
+    """The released pool order; a uniform sampler also takes the released order parameter."""
+    derived = replace(audited, split=replace(audited.split, pool_order=released.split.pool_order))
+    spec = audited.strategy(sid)
+    if spec.implementation == "native.uniform" and sid in released.strategies:
+        strategies = {**audited.strategies, sid: replace(spec, params=released.strategies[sid].params)}
+        derived = replace(derived, strategies=strategies)
+    return derived
+
+
+def _query_model(audited: Protocol, released: Protocol, sid: str) -> Protocol:
+    """The released query model only (the parameters belong to other knobs, e.g. uniform's order)."""
+    if sid not in released.strategies:
+        return audited
+    spec = replace(audited.strategy(sid), query_model=released.strategies[sid].query_model)
+    return replace(audited, strategies={**audited.strategies, sid: spec})
+
+
+HYPOTHESES = (
+    Hypothesis("pool-order", "unshuffled pool", "file-order replay", _pool_order),
+    Hypothesis("split", "released split draws", "released-split replay",
+               lambda a, r, sid: replace(a, split=replace(a.split, method=r.split.method))),
+    Hypothesis("query-model", "released query model", "released-binding replay", _query_model),
+    Hypothesis("scaling", "released scaling scope", "released-scaling replay",
+               lambda a, r, sid: replace(a, scaling=dict(r.scaling))),
+    Hypothesis("aubc-variant", "released AUBC variant", "released-AUBC replay",
+               lambda a, r, sid: replace(a, aubc_variant=r.aubc_variant)),
+    Hypothesis("initial-rule", "initial-set redraw", "redraw replay",
+               lambda a, r, sid: replace(a, split=replace(a.split, initial_rule=r.split.initial_rule,
+                                                          min_per_class=r.split.min_per_class))),
+)
+
+
+def _changes(audited: Protocol, derived: Protocol, sid: str) -> bool:
+    """Does the flip change anything this strategy's replay depends on?"""
+    return any(getattr(audited, k) != getattr(derived, k) for k in ("split", "scaling", "aubc_variant")) \
+        or audited.strategy(sid) != derived.strategy(sid)
+
+
+def combine(first: Hypothesis, second: Hypothesis) -> Hypothesis:
+    """Both flips at once (each flip changes only its own knob, so the order does not matter)."""
+    return Hypothesis(f"{first.key}+{second.key}", f"{first.label} + {second.label}",
+                      f"{first.replay.removesuffix(' replay')} + {second.replay}",
+                      lambda a, r, sid: second.flip(first.flip(a, r, sid), r, sid))
+
+
+def derived_protocols(audited: Protocol, released: Protocol, sid: str,
+                      hypotheses: tuple[Hypothesis, ...] = HYPOTHESES) -> list[tuple[Hypothesis, Protocol]]:
+    """The relevant hypotheses for one strategy, each a protocol with its own name (store key)."""
+    out = []
+    for h in hypotheses:
+        derived = h.flip(audited, released, sid)
+        if _changes(audited, derived, sid):
+            out.append((h, replace(derived, name=f"{audited.name}~{h.key}")))
+    return out
+
+
+def pairs(relevant: list[Hypothesis]) -> tuple[Hypothesis, ...]:
+    """Every pair of the relevant single flips, in HYPOTHESES order."""
+    return tuple(combine(a, b) for a, b in itertools.combinations(relevant, 2))
+
+
+def _distance(value: float, interval: list[float]) -> float:
+    lo, hi = interval
+    if math.isnan(lo):
+        return math.inf
+    return 0.0 if lo <= value <= hi else min(abs(value - lo), abs(value - hi))
+
+
+def curve_source(audited: Protocol, derived: Protocol, hypothesis: Hypothesis) -> Protocol | None:
+    """The protocol whose trials hold this replay's learning curves, when only the AUBC
+    variant tells them apart: the variant re-summarises each trial's curve and changes no
+    query, so those trials (the audited cell's, or another flip's replay) are re-summarised
+    instead of replayed. None when the AUBC variant is not flipped."""
+    if derived.aubc_variant == audited.aubc_variant:
+        return None
+    keys = [k for k in hypothesis.key.split("+") if k != "aubc-variant"]
+    return replace(derived, aubc_variant=audited.aubc_variant,
+                   name=f"{audited.name}~{'+'.join(keys)}" if keys else audited.name)
+
+
+def _replay(audited: Protocol, derived: Protocol, hypothesis: Hypothesis, dataset: str, sid: str, published: float,
+            request: ReproduceRequest, store: ResultStore) -> dict[str, Any]:
+    """Run (or read from the store) the cell under one derived protocol; its 95% interval."""
+    source = curve_source(audited, derived, hypothesis)
+    sub = ReproduceRequest(protocol=source or derived, dataset=dataset, strategies=[sid], trials=request.trials,
+                           jobs=request.jobs, data_dir=request.data_dir, store=request.store,
+                           progress=False, trial_timeout=request.trial_timeout, batch_size=request.batch_size)
+    plan = plan_replay(sub)
+    fingerprint, _, _, _ = execute_replay(plan, sub, store)
+    trials = [r for r in store.trials(plan.protocol.name, dataset, sid, fingerprint, plan.seeds) if r.status == "ok"]
+    variant = get_variant(derived.aubc_variant)
+    ok = [variant([getattr(x, derived.aubc_metric) for x in r.rounds], [x.n_labeled for x in r.rounds])
+          if source else r.aubc for r in trials]
+    summary = summarise(ok, derived.sd_ddof)
+    ci95 = [float(v) for v in summary.ci95]
+    return {"hypothesis": hypothesis.key, "label": hypothesis.label, "replay": hypothesis.replay,
+            "protocol": derived.name, "curves_from": plan.protocol.name, "n": summary.n, "mean": summary.mean,
+            "ci95": ci95, "inside": _distance(published, ci95) == 0.0, "distance": _distance(published, ci95)}
+
+
+def diagnose_cell(audited: Protocol, dataset: str, cell: dict[str, Any], request: Any, store: ResultStore,
+                  log=lambda line: None) -> dict[str, Any]:
+    """Replay the cell under every relevant single flip, then (if none explains it) every
+    pair of them; say which bring the published value inside the 95% interval. An
+    underpowered cell (fewer than MIN_DIAGNOSIS_TRIALS successful trials) is not replayed."""
+    published, sid = cell["published_mean"], cell["strategy"]
+    if cell["n_trials"] < MIN_DIAGNOSIS_TRIALS:
+        summary_line = (f"underpowered: {cell['n_trials']} successful trials, and a diagnosis needs at least "
+                        f"{MIN_DIAGNOSIS_TRIALS} (--trials {MIN_DIAGNOSIS_TRIALS} or more); no replay run, "
+                        "no explanation claimed")
+        log(f"diagnosis {sid} on {dataset}: {summary_line}")
+        return not_diagnosed(audited, summary_line, "underpowered")
+    released = load_protocol(audited.released)
+    singles = derived_protocols(audited, released, sid)
+    rows = [_replay(audited, derived, h, dataset, sid, published, request, store) for h, derived in singles]
+    if not any(r["inside"] for r in rows):
+        rows += [_replay(audited, derived, h, dataset, sid, published, request, store)
+                 for h, derived in derived_protocols(audited, released, sid, pairs([h for h, _ in singles]))]
+    explained = [r for r in rows if r["inside"]]
+    if explained:
+        summary_line = "explained by: " + "; ".join(f"{r['label']} ({_describe(r, published)} inside)" for r in explained)
+    elif rows:
+        closest = min(rows, key=lambda r: r["distance"])
+        summary_line = f"unexplained; closest: {closest['label']} ({_describe(closest, published)} outside)"
+    else:
+        summary_line = "unexplained; no knob of the released protocol changes this cell"
+    log(f"diagnosis {sid} on {dataset}: {summary_line}")
+    return {"released": audited.released, "status": "explained" if explained else "unexplained",
+            "explained_by": [r["hypothesis"] for r in explained], "summary": summary_line, "hypotheses": rows}
+
+
+def not_diagnosed(audited: Protocol, summary_line: str, status: str) -> dict[str, Any]:
+    """The diagnosis of a discrepant cell that was not replayed, saying why (``status``:
+    "underpowered", "not run")."""
+    return {"released": audited.released, "status": status, "explained_by": [], "summary": summary_line,
+            "hypotheses": []}
+
+
+def _describe(row: dict[str, Any], published: float) -> str:
+    lo, hi = row["ci95"]
+    return f"{row['replay']} {row['mean']:.3f} [{lo:.3f}, {hi:.3f}], published {published:.3f}"
+
+
+def is_discrepant(cell: dict[str, Any]) -> bool:
+    return cell.get("status") == "ok" and str(cell.get("verdict", "")).startswith("discrepant")

@@ -1,0 +1,190 @@
+"""`audit reproduce`: replay (audit/engine/replay.py), compare each cell with the paper, diagnose
+the discrepant ones, write the report."""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import adapters
+from audit.analysis.compare import detectable_difference, low_power, summarise, verdict
+from audit.analysis.diagnose.counterfactual import (
+    diagnose_cell,
+    is_discrepant,
+    not_diagnosed,
+)
+from audit.analysis.diagnose.detectors import lint
+from audit.analysis.references import (
+    Reference,
+    load_references,
+    read_user_table,
+    select,
+)
+from audit.analysis.stats import welch
+from audit.engine.datasets import REGISTRY, label_runs
+from audit.engine.destinations import check_destination
+from audit.engine.metrics import get_variant
+from audit.engine.replay import (
+    ReplayPlan,
+    ReproduceRequest,
+    execute_replay,
+    plan_replay,
+)
+from audit.engine.runner import TrialResult
+from audit.engine.store import ResultStore
+from audit.protocols import Protocol
+from audit.report.files import write_report
+
+
+@dataclass
+class ReproduceOutcome:
+    report: dict[str, Any]
+    out_dir: Path
+    files: list[str] = field(default_factory=list)  # written into out_dir
+    ran: int = 0
+    reused: int = 0
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+
+def _nan_to_none(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)
+
+
+
+
+def pick_reference(protocol: Protocol, dataset: str, strategy: str,
+                   table: list[Reference] | None = None) -> Reference | None:
+    """The published number a cell is compared with, by the protocol's table preference;
+    from a user's ``table`` when one is given (any paper), else from reference_results/."""
+    wanted = {"dataset": dataset, "strategy": strategy, "metric": protocol.aubc_metric,
+              "batch_size": protocol.batch_size}
+    found = (select(table, **wanted) if table is not None
+             else load_references(paper=protocol.reference_paper, **wanted))
+    refs = [r for r in found if r.mean is not None]
+    rank = {t: i for i, t in enumerate(protocol.reference_tables)}
+    refs.sort(key=lambda r: rank.get(r.table, len(rank)))
+    return refs[0] if refs else None
+
+
+def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialResult],
+          table: list[Reference] | None = None) -> dict[str, Any]:
+    spec = protocol.strategy(strategy)
+    cls = adapters.strategy_class(spec.implementation)
+    ok = [r for r in results if r.status == "ok"]
+    summary = summarise([r.aubc for r in ok], protocol.sd_ddof)
+    ref = pick_reference(protocol, dataset, strategy, table)
+    published = ref.mean_fraction if ref else None
+    query_model = protocol.query_model_for(spec)
+    verdict_text = verdict(summary, published) if ok else "no successful trials"
+    cell: dict[str, Any] = {
+        "strategy": strategy, "status": "ok", "implementation": spec.implementation,
+        "library": cls.library_version(), "params": spec.params,
+        "query_model": None if query_model is None else str(query_model),
+        "query_model_is_task_model": spec.query_model == "task"
+        or (query_model is not None and query_model.key == protocol.task_model.key),
+        "uses_test_labels": cls.uses_test_labels,  # an oracle: a reference bound, not a query strategy
+        "n_trials": summary.n, "n_errors": sum(r.status == "error" for r in results),
+        "n_tle": sum(r.status == "tle" for r in results),
+        "errors": [{"trial_seed": r.trial_seed, "status": r.status, "error": r.error}
+                   for r in results if r.status != "ok"],
+        "mean": _nan_to_none(summary.mean), "sd": _nan_to_none(summary.sd),
+        "ci95": [_nan_to_none(v) for v in summary.ci95], "ci99": [_nan_to_none(v) for v in summary.ci99],
+        "published_mean": published,
+        "verdict": verdict_text, "low_power": low_power(summary, verdict_text),
+        "detectable_difference": _nan_to_none(detectable_difference(summary)),
+        "reference": None, "welch": None,
+        "warnings": sorted({w for r in results for w in r.warnings}),
+        # {fit path: trials}: the bit-identical fast paths or scikit-learn's own code (audit.fast.policy)
+        "fast_paths": dict(sorted(collections.Counter(r.fast_path or "not recorded" for r in results).items())),
+    }
+    if ref:
+        cell["reference"] = {"paper": ref.paper, "table": ref.table, "row": ref.row, "source": ref.source,
+                             "aubc_variant": ref.aubc_variant, "sd": ref.sd, "n": ref.n, "note": ref.note}
+        if ref.sd is not None and ref.n and ref.n > 1 and summary.n > 1:
+            w = welch(summary.mean, float(np.std([r.aubc for r in ok], ddof=1)), summary.n,
+                      published, ref.sd / (100 if ref.scale == "percent" else 1), ref.n)
+            cell["welch"] = None if w is None else {"t": w.t, "df": w.df, "p": w.p}
+    return cell
+
+
+def _curves(results: list[TrialResult]) -> tuple[np.ndarray, np.ndarray] | None:
+    ok = [r for r in results if r.status == "ok" and r.rounds]
+    if not ok:
+        return None
+    length = min(len(r.rounds) for r in ok)
+    n_labeled = np.array([r.n_labeled for r in ok[0].rounds[:length]])
+    return n_labeled, np.array([[r.accuracy for r in t.rounds[:length]] for t in ok])
+
+
+
+
+def report_destination(request: ReproduceRequest, plan: ReplayPlan) -> tuple[Path, dict[str, Any]]:
+    """The report directory (``--out`` or reports/<protocol>-<dataset>) and what its manifest
+    will say it holds, checked before any trial: al-audit replaces only a report it wrote,
+    and not silently with one of fewer strategies or trials."""
+    suffix = f"-b{request.batch_size}" if request.batch_size else ""
+    out_dir = Path(request.out) if request.out else Path("reports") / f"{plan.protocol.name}-{plan.dataset}{suffix}"
+    holds = {"command": "reproduce", "protocol": plan.protocol.name, "spec_hash": plan.protocol.spec_hash,
+             "dataset": plan.dataset, "strategies": plan.strategies, "trials": len(plan.seeds)}
+    check_destination(out_dir, holds, force=request.force, create_parents=request.out is None)
+    return out_dir, holds
+
+
+def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.stderr)) -> ReproduceOutcome:
+    plan = plan_replay(request, log)
+    table = None if request.references is None else read_user_table(  # checked whole before any trial
+        request.references, REGISTRY, plan.protocol.strategies)
+    out_dir, holds = report_destination(request, plan)
+    protocol, name, data, seeds = plan.protocol, plan.dataset, plan.data, plan.seeds
+    store = ResultStore(request.store)
+    try:
+        fingerprint, details, ran, reused = execute_replay(plan, request, store, log)
+        cells, per_trial, curves = [], [], {}
+        for sid in plan.strategies:
+            results = store.trials(protocol.name, name, sid, fingerprint, seeds)
+            cells.append(_cell(protocol, name, sid, results, table))
+            per_trial += [{"strategy": sid, "trial_seed": r.trial_seed, "aubc": r.aubc, "status": r.status,
+                           "query_hash": r.query_hash} for r in results]
+            curve = _curves(results)
+            if curve is not None:
+                curves[sid] = curve
+        for cell in filter(is_discrepant, cells):  # counterfactual replays, or why there are none
+            if request.no_diagnose:
+                cell["diagnosis"] = not_diagnosed(protocol, "diagnosis not run (--no-diagnose)", "not run")
+            elif protocol.released:
+                cell["diagnosis"] = diagnose_cell(protocol, name, cell, request, store, log)
+        for sid, reason in plan.unavailable.items():
+            ref = pick_reference(protocol, name, sid, table)
+            implementation = protocol.strategy(sid).implementation
+            cells.append({"strategy": sid, "status": "unavailable", "reason": reason,
+                          "implementation": implementation, "library": "-",
+                          "uses_test_labels": adapters.uses_test_labels(implementation),
+                          "published_mean": ref.mean_fraction if ref else None, "verdict": "unavailable"})
+        report = {
+            "protocol": {"name": protocol.name, "title": protocol.title, "spec_hash": protocol.spec_hash,
+                         "aubc_variant": protocol.aubc_variant,
+                         "aubc_definition": get_variant(protocol.aubc_variant).source,
+                         "aubc_metric": protocol.aubc_metric, "sd_ddof": protocol.sd_ddof, "scale": protocol.scale,
+                         "task_model": str(protocol.task_model), "batch_size": protocol.batch_size,
+                         "scaling": protocol.scaling, "pool_order": protocol.split.pool_order},
+            "dataset": {"name": name, "n": data.info.n, "d": data.info.d, "sha256": data.info.sha256,
+                        "label_runs": label_runs(data.y), "path": str(data.path)},
+            "environment": details["versions"], "code": details["code"], "fingerprint": fingerprint,
+            "seeds": {"trial_seeds": seeds, "skipped": [list(s) for s in plan.skipped], "policy": protocol.seeds},
+            "strategies": cells,
+            "findings": [dataclasses.asdict(f) for f in lint(protocol, data)],
+            "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        files = write_report(report, per_trial, curves, out_dir, holds, create_parents=request.out is None)
+        return ReproduceOutcome(report, out_dir, files, ran, reused, plan.unavailable)
+    finally:
+        store.close()
+
+

@@ -1,0 +1,327 @@
+"""Statistics across stored trials: usefulness over Uniform, average rank with Friedman
+and Nemenyi, win/tie/loss, and how many runs a ranking needs.
+
+Every statistical computation of al-audit lives here, as pure functions: the t-intervals,
+Welch test and detectable difference of the verdicts, the gate's paired tests, Holm, and
+the analyses, each over a per-trial table that `audit.analysis.strategy_stats.collect` fills from the store.
+
+Choices (documented in the README):
+- usefulness (lu2023 Section 5.3): tau = AUBC(q) - AUBC(Uniform) on the same trial seed;
+  the paper counts "significant improvements" over Uniform, so the paired t-test is
+  one-sided (H1: mean tau > 0) at 5%. The Holm column corrects over every
+  (strategy, data set) test of the table.
+- rank (lu2023 Section 5.2, Table 3): within each trial seed strategies are ranked by AUBC,
+  1 = best, ties averaged; Friedman over the trials of a data set; Nemenyi critical
+  difference CD = q_alpha * sqrt(k(k+1) / (6N)), q_alpha the studentized-range quantile
+  (k groups, infinite df) over sqrt(2) as in Demsar (2006), N = trials.
+- wtl (zhan2021 Table 4): mean AUBC per data set; a tie when |difference| <= 0.005
+  (0.5% on the 0-1 scale, boundary included); score = 2 * win + tie.
+- runs-needed (CDALBench): subsets of k trials drawn without replacement (generator seed 0).
+- By default the analyses cover the protocol's query strategies that run here, without the
+  reference oracles (BSO, the greedy oracle): they choose by the test labels, and lu2023's
+  Table 3 and Figure 5 rank and count query strategies only (its Table 1 reports BSO
+  apart). Named in ``--strategies``, an oracle is analysed like any strategy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+
+from audit.errors import AuditError
+
+ALPHA = 0.05
+TIE_BAND = 0.005
+RUNS_K = (3, 5, 10, 20, 50)
+BASELINE = "uniform"
+TRIALS_NEEDED_POWER = 0.8  # of the gate's trials-needed estimate
+
+Table = dict[str, dict[str, dict[int, float]]]  # data set -> strategy -> trial seed -> AUBC (ok trials)
+
+
+def seed_ranges(seeds: Sequence[int]) -> str:
+    """Trial seeds as compact ranges: [0, 1, 2, 5] -> "0-2,5"; "none" when empty."""
+    parts: list[str] = []
+    for s in sorted(seeds):
+        if parts and parts[-1][1] == s - 1:
+            parts[-1][1] = s
+        else:
+            parts.append([s, s])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in parts) or "none"
+
+
+def _paired(per_strategy: dict[str, dict[int, float]], strategies: Sequence[str]) -> tuple[list[int], np.ndarray]:
+    """(seeds where every strategy succeeded, AUBC matrix trials x strategies)."""
+    seeds = sorted(set.intersection(*(set(per_strategy[s]) for s in strategies)))
+    matrix = np.array([[per_strategy[s][seed] for s in strategies] for seed in seeds], dtype=float)
+    return seeds, matrix.reshape(len(seeds), len(strategies))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values (statsmodels); a NaN stays NaN and is not counted in the family."""
+    p = np.asarray(pvalues, dtype=float)
+    adjusted = np.full(p.shape, math.nan)
+    finite = ~np.isnan(p)
+    if finite.any():
+        adjusted[finite] = multipletests(p[finite], method="holm")[1]
+    return adjusted.tolist()
+
+
+# --- t-distribution statistics (every module's t-intervals, tests and power sizes) --------
+
+def t_interval(values: Sequence[float], level: float) -> tuple[float, float]:
+    """Two-sided t-interval of the mean with the sample SD (ddof=1) and df = n - 1.
+
+    Written out rather than scipy's ``t.interval``, which differs from it in the last bit
+    for about 1% of samples: stored reports stay bit-identical."""
+    v = np.asarray(values, dtype=float)
+    if v.size < 2:
+        return (math.nan, math.nan)
+    half = stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
+    return (float(v.mean() - half), float(v.mean() + half))
+
+
+def detectable_difference(n: int, ci95: tuple[float, float], power: float) -> float:
+    """The smallest difference a two-sided t-test at 5% detects with probability ``power``:
+    (t[0.975, n-1] + t[power, n-1]) * sem, the sem read off the 95% t-interval. NaN below two."""
+    if n < 2:
+        return math.nan
+    df = n - 1
+    sem = (ci95[1] - ci95[0]) / (2 * stats.t.ppf(0.975, df))
+    return float((stats.t.ppf(0.975, df) + stats.t.ppf(power, df)) * sem)
+
+
+@dataclass(frozen=True)
+class WelchResult:
+    t: float
+    df: float
+    p: float
+
+
+def welch(mean1: float, sd1: float, n1: int, mean2: float, sd2: float, n2: int) -> WelchResult | None:
+    """Welch's unequal-variance t-test from summary statistics (sample SDs).
+
+    None when it is undefined: a group of fewer than two, or both SDs zero.
+    """
+    if n1 < 2 or n2 < 2:
+        return None
+    v1, v2 = sd1**2 / n1, sd2**2 / n2
+    se = math.sqrt(v1 + v2)
+    if se == 0:
+        return None
+    t = (mean1 - mean2) / se
+    df = (v1 + v2) ** 2 / (v1**2 / (n1 - 1) + v2**2 / (n2 - 1))
+    return WelchResult(t, df, float(2 * stats.t.sf(abs(t), df)))
+
+
+@dataclass(frozen=True)
+class PairedTests:
+    """TOST and a paired t-test on per-trial AUBC differences (current - baseline)."""
+
+    n: int
+    mean: float
+    sd: float
+    dz: float | None  # Cohen's d_z = mean / sd of the differences (None when sd = 0)
+    ci: tuple[float, float]  # the (1 - 2 alpha) interval TOST decides by
+    p_difference: float
+    p_tost: float
+    verdict: str  # equivalent, drift or inconclusive
+    trials_needed: int | None  # inconclusive only: total trials that would likely decide it
+
+
+def trials_needed(mean: float, sd: float, margin: float, alpha: float, power: float = TRIALS_NEEDED_POWER) -> int | None:
+    """Smallest n that decides with about ``power``, taking the observed mean and SD as true.
+
+    Toward equivalence (|mean| < margin): (t[1-alpha, n-1] + t[power, n-1]) sd / sqrt(n) <= margin - |mean|.
+    Toward drift (|mean| > margin): (t[1-alpha/2, n-1] + t[power, n-1]) sd / sqrt(n) <= |mean|.
+    None when nothing decides it (mean exactly on the margin, or sd unknown).
+    """
+    if not math.isfinite(sd) or abs(mean) == margin:
+        return None
+    gap, quantile = (margin - abs(mean), 1 - alpha) if abs(mean) < margin else (abs(mean), 1 - alpha / 2)
+    z = stats.norm.ppf(quantile) + stats.norm.ppf(power)
+    n = max(2, math.ceil((z * sd / gap) ** 2))
+    while (stats.t.ppf(quantile, n - 1) + stats.t.ppf(power, n - 1)) * sd / math.sqrt(n) > gap:
+        n += 1  # t exceeds z by O(1/n): a few steps from the normal approximation
+    return n
+
+
+def paired_tests(differences: Iterable[float], margin: float, alpha: float) -> PairedTests:
+    d = np.asarray(list(differences), dtype=float)
+    n, mean = d.size, float(d.mean())
+    sd = float(d.std(ddof=1)) if n > 1 else math.nan
+    if n > 1 and sd == 0:  # every trial moved by the same amount: the difference is exact
+        inside = abs(mean) < margin
+        p_diff = 1.0 if mean == 0 else 0.0
+        p_tost = 0.0 if inside else 1.0
+        verdict = "equivalent" if inside else ("drift" if abs(mean) > margin else "inconclusive")
+        return PairedTests(n, mean, sd, None, (mean, mean), p_diff, p_tost, verdict, None)
+    if n < 2:
+        return PairedTests(n, mean, sd, None, (math.nan, math.nan), math.nan, math.nan, "inconclusive", None)
+    se, df = sd / math.sqrt(n), n - 1
+    p_diff = float(2 * stats.t.sf(abs(mean) / se, df))
+    p_lower = float(stats.t.sf((mean + margin) / se, df))   # H0: mean <= -margin
+    p_upper = float(stats.t.cdf((mean - margin) / se, df))  # H0: mean >= +margin
+    p_tost = max(p_lower, p_upper)
+    half = float(stats.t.ppf(1 - alpha, df)) * se
+    if p_tost < alpha:
+        verdict = "equivalent"
+    elif p_diff < alpha and abs(mean) > margin:
+        verdict = "drift"
+    else:
+        verdict = "inconclusive"
+    needed = trials_needed(mean, sd, margin, alpha) if verdict == "inconclusive" else None
+    if needed is not None:
+        needed = max(needed, n + 1)
+    return PairedTests(n, mean, sd, mean / sd, (mean - half, mean + half), p_diff, p_tost, verdict, needed)
+
+
+def paired_test(diagonal: dict[int, float], other: dict[int, float]) -> dict[str, Any]:
+    """Paired t-test of an off-diagonal cell against the diagonal on the trials both finished."""
+    seeds = sorted(set(diagonal) & set(other))
+    diffs = np.array([other[s] - diagonal[s] for s in seeds])
+    if len(seeds) < 2:
+        t, p = math.nan, math.nan
+    elif np.all(diffs == 0):
+        t, p = 0.0, 1.0
+    else:
+        test = stats.ttest_rel([other[s] for s in seeds], [diagonal[s] for s in seeds])
+        t, p = float(test.statistic), float(test.pvalue)
+    return {"n_pairs": len(seeds), "mean_difference": float(diffs.mean()) if seeds else math.nan, "t": t, "p": p}
+
+
+def paired_improvement(q: np.ndarray, baseline: np.ndarray, ddof: int = 1) -> dict[str, float]:
+    """Mean and SD of tau = q - baseline and the one-sided paired t-test of mean tau > 0."""
+    tau = np.asarray(q, float) - np.asarray(baseline, float)
+    n = len(tau)
+    sd = float(np.std(tau, ddof=ddof)) if n > ddof else math.nan
+    if n > 1 and np.ptp(tau) > 0:
+        test = stats.ttest_rel(q, baseline, alternative="greater")
+        t, p = float(test.statistic), float(test.pvalue)
+    else:  # too few trials or a constant difference: no t-test
+        t = p = math.nan
+    return {"n": n, "mean_tau": float(tau.mean()) if n else math.nan, "sd_tau": sd, "t": t, "p": p}
+
+
+def usefulness(table: Table, strategies: Sequence[str], ddof: int = 1, alpha: float = ALPHA) -> dict[str, Any]:
+    """lu2023 Section 5.3: per (strategy, data set) tau statistics, raw and Holm significance, Figure 5 counts."""
+    rows = []
+    for dataset, per in table.items():
+        for sid in strategies:
+            if sid == BASELINE:
+                continue
+            _, m = _paired(per, [sid, BASELINE])
+            rows.append({"dataset": dataset, "strategy": sid, **paired_improvement(m[:, 0], m[:, 1], ddof)})
+    for row, adjusted in zip(rows, holm([r["p"] for r in rows])):
+        row["p_holm"] = adjusted
+        row["significant"] = bool(row["p"] < alpha)
+        row["significant_holm"] = bool(adjusted < alpha)
+    counts = {"by_strategy": {}, "by_dataset": {}}
+    for key, group in (("by_strategy", "strategy"), ("by_dataset", "dataset")):
+        for row in rows:
+            c = counts[key].setdefault(row[group], {"significant": 0, "significant_holm": 0, "tests": 0})
+            c["significant"] += row["significant"]
+            c["significant_holm"] += row["significant_holm"]
+            c["tests"] += 1
+    return {"rows": rows, "counts": counts, "alpha": alpha}
+
+
+def trial_ranks(matrix: np.ndarray) -> np.ndarray:
+    """Rank strategies (columns) within each trial (row) by AUBC: 1 = best, ties averaged."""
+    return stats.rankdata(-np.asarray(matrix, float), axis=1, method="average")
+
+
+def nemenyi_cd(k: int, n: int, alpha: float = ALPHA) -> float:
+    """Nemenyi critical difference of average ranks for k strategies over n blocks (Demsar 2006)."""
+    q_alpha = stats.studentized_range.ppf(1 - alpha, k, np.inf) / math.sqrt(2)
+    return float(q_alpha * math.sqrt(k * (k + 1) / (6 * n)))
+
+
+def average_rank(table: Table, strategies: Sequence[str], ddof: int = 1, alpha: float = ALPHA) -> dict[str, Any]:
+    """lu2023 Table 3: per data set, mean/SD of the per-trial rank, Friedman test and Nemenyi CD."""
+    out = {}
+    for dataset, per in table.items():
+        seeds, m = _paired(per, strategies)
+        entry: dict[str, Any] = {"n": len(seeds), "ranks": {}, "friedman": None, "cd": None, "different": []}
+        if seeds:
+            r = trial_ranks(m)
+            for j, sid in enumerate(strategies):
+                entry["ranks"][sid] = {"mean": float(r[:, j].mean()),
+                                       "sd": float(r[:, j].std(ddof=ddof)) if len(seeds) > ddof else math.nan}
+            k = len(strategies)
+            if k >= 3 and len(seeds) >= 2:
+                f = stats.friedmanchisquare(*m.T)
+                entry["friedman"] = {"statistic": float(f.statistic), "p": float(f.pvalue)}
+            if k >= 2:
+                cd = nemenyi_cd(k, len(seeds), alpha)
+                entry["cd"] = cd
+                means = r.mean(axis=0)
+                entry["different"] = [(strategies[a], strategies[b]) for a in range(k) for b in range(a + 1, k)
+                                      if abs(means[a] - means[b]) > cd]
+        out[dataset] = entry
+    return {"datasets": out, "alpha": alpha}
+
+
+def win_tie_loss(table: Table, strategies: Sequence[str], band: float = TIE_BAND) -> dict[str, Any]:
+    """zhan2021 Table 4: pairwise win/tie/loss over data sets on mean AUBC, score 2*win+tie, sorted."""
+    means = {d: {s: float(np.mean(list(per[s].values()))) for s in strategies if per[s]} for d, per in table.items()}
+    pairs = {(a, b): [0, 0, 0] for a in strategies for b in strategies if a != b}
+    for m in means.values():
+        for (a, b), wtl in pairs.items():
+            if a in m and b in m:
+                diff = m[a] - m[b]
+                wtl[1 if abs(diff) <= band + 1e-12 else 0 if diff > 0 else 2] += 1
+    totals = []
+    for s in strategies:
+        win, tie, loss = (sum(pairs[(s, o)][i] for o in strategies if o != s) for i in range(3))
+        totals.append({"strategy": s, "win": win, "tie": tie, "loss": loss, "score": 2 * win + tie})
+    totals.sort(key=lambda r: (-r["score"], -r["win"], r["strategy"]))
+    return {"totals": totals, "pairs": {f"{a} vs {b}": v for (a, b), v in pairs.items()}, "band": band}
+
+
+def runs_needed(per_strategy: dict[str, dict[int, float]], strategies: Sequence[str], samples: int = 1000,
+                ks: Sequence[int] = RUNS_K, seed: int = 0) -> dict[str, Any]:
+    """CDALBench: for each k < n, how often k random trials rank the strategies (by mean AUBC) unlike
+    all n, and how often a strategy's sign of mean difference against Uniform flips."""
+    seeds, m = _paired(per_strategy, strategies)
+    n = len(seeds)
+    if n < 2:
+        raise AuditError(f"runs-needed needs at least 2 trials where every strategy succeeded, not {n}")
+    full_order = list(np.argsort(-m.mean(axis=0), kind="stable"))
+    base = list(strategies).index(BASELINE) if BASELINE in strategies else None
+    others = [j for j in range(len(strategies)) if j != base]
+    full_sign = np.sign(m.mean(axis=0) - m[:, base].mean()) if base is not None else None
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k in (k for k in ks if k < n):
+        rank_changes, flips = 0, np.zeros(len(strategies))
+        for _ in range(samples):
+            sub = m[rng.choice(n, size=k, replace=False)].mean(axis=0)
+            rank_changes += list(np.argsort(-sub, kind="stable")) != full_order
+            if base is not None:
+                flips += np.sign(sub - sub[base]) != full_sign
+        row = {"k": k, "ranking_differs": rank_changes / samples}
+        if base is not None:
+            row["sign_flips"] = {strategies[j]: float(flips[j] / samples) for j in others}
+        rows.append(row)
+    return {"n": n, "samples": samples, "full_ranking": [strategies[j] for j in full_order], "rows": rows,
+            "full_mean": {s: float(v) for s, v in zip(strategies, m.mean(axis=0))}}
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Plain aligned text table, like `audit reproduce` prints."""
+    cells = [list(map(str, header))] + [[str(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_number(value: float | None, fmt: str = ".4f") -> str:
+    """A number for a table cell: "-" for None or NaN."""
+    return "-" if value is None or math.isnan(value) else format(value, fmt)

@@ -1,0 +1,217 @@
+"""Replaying a protocol on one data set: validate the request, plan the trial seeds, run
+what the store lacks (with a progress bar and a time estimate) and store every result.
+`audit reproduce`, the diagnosis's counterfactual replays, the statistics commands, the
+compatibility grid, the gate and `audit run` all replay through it."""
+
+import dataclasses
+import itertools
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import adapters
+from audit.engine.datasets import Dataset, load_dataset
+from audit.engine.executors import run_tasks
+from audit.engine.runner import TrialTask, budget_for
+from audit.engine.splits import make_split, plan_seeds
+from audit.engine.store import ResultStore, fingerprint_details
+from audit.errors import AuditError
+from audit.protocols import Protocol, load_protocol
+
+
+@dataclass
+class ReproduceRequest:
+    """Everything `audit reproduce` was asked to do, with the documented defaults."""
+
+    protocol: str | Protocol  # a name, a protocol file, or a Protocol built in code
+    dataset: str
+    strategies: Sequence[str] | None = None  # None: every available strategy of the protocol
+    trials: int | None = None  # None: the protocol's count for the data set's size
+    jobs: int = 1
+    data_dir: str | None = None
+    store: str | Path = ".audit-store.sqlite"
+    out: str | Path | None = None  # None: reports/<protocol>-<dataset>
+    progress: bool = True
+    retry_errors: bool = False
+    batch_size: int | None = None  # None: the protocol's
+    trial_timeout: float | None = None  # seconds; a slower trial is recorded as TLE
+    no_diagnose: bool = False  # skip the counterfactual replays of discrepant cells
+    force: bool = False  # replace an earlier report in ``out`` even when it held more
+    references: str | Path | None = None  # a user's published table; None: reference_results/
+
+
+def choose_strategies(protocol: Protocol, requested: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:
+    """(strategies to run, {strategy: reason} for those that cannot run here)."""
+    if requested:
+        ids = list(requested)
+    else:  # the protocol's strategies, in the order of lu2023 Table 1
+        from audit.engine.capabilities import CANONICAL_STRATEGIES
+
+        rank = {s: i for i, s in enumerate(CANONICAL_STRATEGIES)}
+        ids = sorted(protocol.strategies, key=lambda s: rank.get(s, len(rank)))
+    unavailable = {}
+    for sid in ids:
+        reason = adapters.unavailable_reason(protocol.strategy(sid).implementation)
+        if reason:
+            unavailable[sid] = reason
+    if requested and unavailable:
+        sid, reason = next(iter(unavailable.items()))
+        raise AuditError(f"strategy '{sid}' cannot run here: {reason}")
+    chosen = [s for s in ids if s not in unavailable]
+    for sid in chosen:
+        check_constructs(protocol, sid)
+    return chosen, unavailable
+
+
+def check_constructs(protocol: Protocol, sid: str) -> None:
+    """Build the strategy once as a trial will, so parameters it rejects (or a plug-in whose
+    constructor raises) stop the run before any trial, with one line."""
+    spec = protocol.strategy(sid)
+    cls = adapters.strategy_class(spec.implementation)
+    try:
+        cls(query_model=protocol.query_model_for(spec) if cls.model_use == "own" else None, random_state=0,
+            **spec.params)
+    except AuditError as exc:
+        raise AuditError(f"strategy '{sid}' ({spec.implementation}): {exc}") from None
+    except Exception as exc:  # a plug-in's constructor may fail in any way
+        raise AuditError(f"strategy '{sid}' ({spec.implementation}) cannot be constructed: "
+                         f"{type(exc).__name__}: {exc}") from None
+
+
+@dataclass
+class ReplayPlan:
+    """What a replay will run: the validated protocol, data, strategies and trial seeds."""
+
+    protocol: Protocol
+    data: Dataset
+    strategies: list[str]
+    unavailable: dict[str, str]
+    seeds: list[int]
+    skipped: list[tuple[int, str]]
+
+    @property
+    def dataset(self) -> str:
+        return self.data.info.name
+
+
+def plan_replay(request: ReproduceRequest, log=lambda line: None) -> ReplayPlan:
+    """Validate every input before any work; bad input raises AuditError with one line."""
+    if request.trials is not None and request.trials < 1:
+        raise AuditError(f"--trials must be a positive number, not {request.trials}")
+    if request.jobs < 1:
+        raise AuditError(f"--jobs must be a positive number, not {request.jobs}")
+    if request.batch_size is not None and request.batch_size < 1:
+        raise AuditError(f"--batch-size must be a positive number, not {request.batch_size}")
+    if request.trial_timeout is not None and not 0 < request.trial_timeout < math.inf:  # NaN fails too
+        raise AuditError(f"--trial-timeout must be a positive finite number, not {request.trial_timeout}")
+    protocol = request.protocol if isinstance(request.protocol, Protocol) else load_protocol(request.protocol)
+    if request.batch_size:
+        protocol = dataclasses.replace(protocol, batch_size=request.batch_size)
+    data: Dataset = load_dataset(request.dataset, request.data_dir)
+    name = data.info.name
+    if data.info.task not in protocol.tasks:
+        raise AuditError(f"protocol '{protocol.name}' covers {'/'.join(protocol.tasks)} data sets; '{name}' is {data.info.task}")
+    strategies, unavailable = choose_strategies(protocol, request.strategies)
+    seeds, skipped = plan_seeds(protocol, data.y, request.trials)
+    if not seeds:
+        raise AuditError(f"no valid trial seed for '{name}' under {protocol.name}: {skipped[0][1] if skipped else 'none tried'}")
+    first = make_split(protocol, data.y, seeds[0])
+    budget_for(protocol, first.pool.size)  # an impossible budget fails before any work
+    for seed, why in skipped:
+        log(f"skipping trial seed {seed}: {why}")
+    return ReplayPlan(protocol, data, strategies, unavailable, seeds, skipped)
+
+
+def missing_tasks(plan: ReplayPlan, request: ReproduceRequest,
+                  store: ResultStore) -> tuple[str, dict[str, Any], list[TrialTask], int]:
+    """The trials of a plan the store lacks: (fingerprint, its details, tasks, trials reused)."""
+    protocol, name, seeds = plan.protocol, plan.dataset, plan.seeds
+    details = fingerprint_details(protocol)
+    fingerprint = store.register(details)
+    done: dict[str, set[int]] = {}
+    for sid in plan.strategies:
+        done[sid] = store.finished_seeds(protocol.name, name, sid, fingerprint) & set(seeds)
+        if request.retry_errors:
+            done[sid] -= {r.trial_seed for r in store.trials(protocol.name, name, sid, fingerprint)
+                          if r.status != "ok"}
+    # Seed-major order: every strategy finishes a first trial early, for the time estimate.
+    oracle_ids = {sid for sid in plan.strategies if adapters.uses_test_labels(protocol.strategy(sid).implementation)}
+    n_oracle_trials = sum(len(set(seeds) - done[sid]) for sid in oracle_ids)
+    inner = oracle_jobs(n_oracle_trials, request.jobs)
+    tasks = [TrialTask(protocol, name, request.data_dir, sid, s, request.trial_timeout,
+                       inner if sid in oracle_ids else 1)
+             for s in seeds for sid in plan.strategies if s not in done[sid]]
+    return fingerprint, details, tasks, sum(len(d) for d in done.values())
+
+
+def oracle_jobs(n_oracle_trials: int, jobs: int) -> int:
+    """Processes inside each oracle trial (its candidate evaluations; the result is the
+    same). With at least as many oracle trials as jobs, the trials run side by side, which
+    uses the cores better (no hand-off between processes every round); with fewer, each
+    spreads its candidates over the jobs and they run one at a time after the others."""
+    return jobs if 0 < n_oracle_trials < jobs else 1
+
+
+def execute_replay(plan: ReplayPlan, request: ReproduceRequest, store: ResultStore,
+                   log=lambda line: None) -> tuple[str, dict[str, Any], int, int]:
+    """Run the trials the store lacks; returns (fingerprint, its details, trials run, trials reused)."""
+    fingerprint, details, tasks, reused = missing_tasks(plan, request, store)
+    name, seeds = plan.dataset, plan.seeds
+    log(f"plan: {len(plan.strategies)} strategies ({', '.join(plan.strategies)}) x {len(seeds)} trials on {name}, "
+        f"{len(tasks)} to run, {reused} already stored, --jobs {request.jobs}"
+        + (f"; unavailable: {', '.join(plan.unavailable)}" if plan.unavailable else ""))
+    if reused:
+        log(f"resuming: {reused} finished trials found in {store.path}, {len(tasks)} to run")
+    run_and_store(tasks, request, store, {plan.protocol.name: fingerprint}, log)
+    return fingerprint, details, len(tasks), reused
+
+
+def estimate_seconds(tasks: list[TrialTask], seconds_per_trial: dict[str, float], jobs: int) -> float:
+    """Wall time left: each strategy's measured seconds per trial times its remaining trials,
+    over the jobs (a trial parallel inside, an oracle's, was measured with its jobs already)."""
+    return sum(seconds_per_trial[t.strategy] / (1 if t.jobs > 1 else jobs) for t in tasks)
+
+
+def run_and_store(tasks: list[TrialTask], request: ReproduceRequest, store: ResultStore,
+                  fingerprints: dict[str, str], log) -> None:
+    """Run tasks on ``request.jobs`` processes with a progress bar and a time estimate, and
+    store each result (and its companions) under its protocol's fingerprint as it arrives."""
+    if not tasks:
+        return
+    from tqdm import tqdm
+
+    remaining = list(tasks)
+    first_seconds: dict[str, float] = {}
+    estimated = False
+    start = time.perf_counter()
+    with tqdm(total=len(tasks), unit="trial", desc="trials", disable=not request.progress,
+              file=sys.stderr, mininterval=0.5, dynamic_ncols=True) as bar:
+        failed = 0
+        # Trials parallel inside (oracles with --jobs > 1) run one at a time after the others.
+        results = itertools.chain(run_tasks([t for t in tasks if t.jobs == 1], request.jobs),
+                                  run_tasks([t for t in tasks if t.jobs > 1], 1))
+        for result in results:
+            for each in (result, *result.companions):
+                store.save(each, fingerprints[each.protocol])
+            remaining.remove(next(t for t in remaining if (t.strategy, t.trial_seed)
+                                  == (result.strategy, result.trial_seed)))
+            first_seconds.setdefault(result.strategy, result.seconds)
+            failed += result.status != "ok"
+            if not estimated and remaining and set(first_seconds) >= {t.strategy for t in remaining}:
+                estimated = True
+                left = estimate_seconds(remaining, first_seconds, request.jobs)
+                per = ", ".join(f"{s} {v:.2f}s" for s, v in first_seconds.items())
+                bar.write(f"estimate: about {_duration(time.perf_counter() - start + left)} in all "
+                          f"({_duration(left)} left; first trial: {per})", file=sys.stderr)
+            bar.set_postfix_str(f"{result.strategy} seed {result.trial_seed}"
+                                + (f", {failed} failed" if failed else ""))
+            bar.update()
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"

@@ -1,0 +1,331 @@
+"""The replay engine: one pool-based active-learning trial, and the task that names one
+(:mod:`audit.engine.executors` runs many, in parallel).
+
+A trial follows the protocol exactly: split and initial set from the RNG contract
+(:mod:`audit.engine.splits`), features scaled in the protocol's scope, a task model trained
+and scored on the test rows after every query, and a query model kept separate from it
+unless the two are the same spec seen through the same features, in which case the
+task model's fit is reused. Library code is reached only through :mod:`adapters`.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import hashlib
+import json
+import math
+import signal
+import threading
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
+
+import adapters
+from adapters import MISSING
+from adapters.base import QueryStrategy, TrialView
+from audit.engine.metrics import METRICS, get_variant, round_metrics
+from audit.engine.splits import TrialSplit, make_split, subsystem_seed
+from audit.errors import AuditError
+from audit.fast import policy as fast_policy
+from audit.protocols import Protocol, StrategySpec
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """What one round leaves behind. Round 0 is the initial model (nothing queried)."""
+
+    round: int
+    n_labeled: int
+    queried: tuple[int, ...]
+    accuracy: float
+    f1: float
+    roc_auc: float
+    fit_seconds: float
+    query_seconds: float
+
+
+@dataclass
+class TrialResult:
+    protocol: str
+    dataset: str
+    strategy: str
+    trial_seed: int
+    status: str  # "ok", "error", or "tle" (over the per-trial time limit)
+    aubc: float | None = None
+    aubc_by_metric: dict[str, float] = field(default_factory=dict)
+    rounds: list[RoundRecord] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)  # distinct library warnings raised in the trial
+    companions: list["TrialResult"] = field(default_factory=list)  # see run_trial's ``companions``
+    fast_path: str | None = None  # which fit path ran (audit.fast.policy.provenance); None: not recorded
+
+    @property
+    def query_hash(self) -> str | None:
+        """Hash of the queried row sequence: equal hashes mean the same queries."""
+        if not self.rounds:
+            return None
+        sequence = [list(r.queried) for r in self.rounds]
+        return hashlib.sha256(json.dumps(sequence).encode()).hexdigest()[:16]
+
+
+def budget_for(protocol: Protocol, pool_size: int) -> int:
+    """Labels to query in a trial; a budget larger than the pool is an input error."""
+    if protocol.budget_size == "pool":
+        return pool_size
+    if protocol.budget_size > pool_size:
+        raise AuditError(f"budget {protocol.budget_size} is larger than the unlabeled pool ({pool_size} rows)")
+    return int(protocol.budget_size)
+
+
+class _Features:
+    """Feature views of the train layout and the test rows in one scaling scope."""
+
+    def __init__(self, scope: str, X: np.ndarray, split: TrialSplit):
+        self.scope = scope
+        self.X_train_raw = X[split.train]
+        self.X_test_raw = X[split.test]
+        if scope == "train":
+            scaler = StandardScaler().fit(self.X_train_raw)
+            self.X_train, self.X_test = scaler.transform(self.X_train_raw), scaler.transform(self.X_test_raw)
+        else:
+            self.X_train, self.X_test = self.X_train_raw, self.X_test_raw
+
+    def update(self, labeled_positions: np.ndarray) -> None:
+        """Scope "labeled": refit the scaler on the current labeled rows (once a round)."""
+        if self.scope == "labeled":
+            scaler = StandardScaler().fit(self.X_train_raw[labeled_positions])
+            self.X_train = scaler.transform(self.X_train_raw)
+            self.X_test = scaler.transform(self.X_test_raw)
+
+
+class TrialTimeout(Exception):
+    """Raised inside a trial when it exceeds its time limit."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None):
+    """Interrupt the trial after `seconds`.
+
+    On a process's main thread (local workers) by SIGALRM; on another thread (a Dask
+    worker runs tasks in a thread pool, where signals cannot be caught) by raising
+    TrialTimeout asynchronously in that thread. Either way, code inside a C extension is
+    interrupted when it returns to Python.
+    """
+    if not seconds:
+        yield
+        return
+    if threading.current_thread() is threading.main_thread():
+        def expire(signum, frame):
+            raise TrialTimeout()
+
+        previous = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        return
+    thread_id = threading.get_ident()
+    timer = threading.Timer(seconds, ctypes.pythonapi.PyThreadState_SetAsyncExc,
+                            (ctypes.c_ulong(thread_id), ctypes.py_object(TrialTimeout)))
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()
+
+
+def run_trial(
+    protocol: Protocol, dataset_name: str, X: np.ndarray, y: np.ndarray, strategy_id: str, trial_seed: int,
+    time_limit: float | None = None, jobs: int = 1, companions: tuple[Protocol, ...] = (),
+) -> TrialResult:
+    """Replay one trial; a failure of the strategy or its library becomes an error result,
+    a trial over ``time_limit`` seconds a "tle" result (as lu2023 Table 3 reports TLE).
+    ``jobs`` > 1 lets a strategy that uses the test labels (an oracle) score its candidates in
+    that many processes (same result).
+
+    ``companions`` are protocols that differ from ``protocol`` only in name and task model
+    (the columns of a compatibility grid). The queries do not depend on the task model,
+    so each companion's task model is trained and scored on this trial's queries, and its
+    result, the one a replay under the companion would give, is in ``result.companions``.
+    """
+    results = [TrialResult(p.name, dataset_name, strategy_id, trial_seed, "error") for p in (protocol, *companions)]
+    result = results[0]
+    start = time.perf_counter()
+    caught: list[warnings.WarningMessage] = []
+    ran: set[str] = set()  # the fit paths the trial took (audit.fast.policy)
+    try:
+        with threadpool_limits(1), _time_limit(time_limit), warnings.catch_warnings(record=True) as caught, \
+                fast_policy.recording(ran):
+            # One BLAS thread: the same floating-point path whatever the executor. Library
+            # warnings are recorded with the trial instead of flooding the terminal; the
+            # papers' SVC(probability=True) is deprecated in scikit-learn 1.9 and asked for on purpose.
+            warnings.simplefilter("default")
+            warnings.filterwarnings("ignore", message="The `probability` parameter was deprecated",
+                                    category=FutureWarning)
+            runs = _replay(protocol, X, y, protocol.strategy(strategy_id), trial_seed, jobs, companions)
+        variant = get_variant(protocol.aubc_variant)
+        for each, rounds in zip(results, runs):
+            n_labeled = [r.n_labeled for r in rounds]
+            each.rounds = rounds
+            each.aubc_by_metric = {m: variant([getattr(r, m) for r in rounds], n_labeled) for m in METRICS}
+            each.aubc = each.aubc_by_metric[protocol.aubc_metric]
+            each.status = "ok"
+    except TrialTimeout:
+        _fail(results, "tle", f"time limit of {time_limit:g} s per trial exceeded")
+    except AuditError as exc:
+        _fail(results, "error", str(exc))
+    except Exception as exc:  # a library failing mid-trial is recorded, the audit goes on
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        _fail(results, "error",
+              f"{type(exc).__name__}: {exc} (at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})")
+    seconds = time.perf_counter() - start
+    for each in results:
+        each.fast_path = fast_policy.provenance(ran)
+        each.warnings = sorted({f"{w.category.__name__}: {w.message}".splitlines()[0][:200] for w in caught})
+        each.seconds = seconds
+    result.companions = results[1:]
+    return result
+
+
+def _fail(results: list[TrialResult], status: str, error: str) -> None:
+    for each in results:
+        each.status, each.error, each.rounds = status, error, []
+        each.aubc, each.aubc_by_metric = None, {}
+
+
+def _check_companions(protocol: Protocol, spec: StrategySpec, strategy_cls: type[QueryStrategy],
+                      companions: tuple[Protocol, ...]) -> None:
+    """Companions must share everything but the task model, and the strategy must not query
+    with it (an oracle scores its candidates with it)."""
+    if not companions:
+        return
+    if spec.query_model == "task" or strategy_cls.uses_test_labels:
+        raise AuditError(f"{spec.id} queries with the task model: its queries change with the task model, "
+                         f"so other task models cannot be scored on them")
+    for companion in companions:
+        if dataclasses.replace(companion, name=protocol.name, task_model=protocol.task_model) != protocol:
+            raise AuditError(f"protocol '{companion.name}' differs from '{protocol.name}' in more than its "
+                             f"task model: it cannot be scored on the same queries")
+
+
+def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec, trial_seed: int,
+            jobs: int = 1, companions: tuple[Protocol, ...] = ()) -> list[list[RoundRecord]]:
+    """The rounds of the trial under ``protocol``, then under each companion (see run_trial)."""
+    strategy_cls = adapters.strategy_class(spec.implementation)
+    _check_companions(protocol, spec, strategy_cls, companions)
+    split = make_split(protocol, y, trial_seed)
+    if isinstance(split, str):
+        raise AuditError(f"trial seed {trial_seed} is not valid for this protocol: {split}")
+    n_classes = int(y.max()) + 1
+    model_seed = subsystem_seed(protocol.seeds["model"], trial_seed, "model")
+    strategy_seed = subsystem_seed(protocol.seeds["strategy"], trial_seed, "strategy")
+    rng = np.random.default_rng(strategy_seed)
+
+    train_rows = split.train
+    y_train = y[train_rows]
+    y_test = y[split.test]
+    n_initial = split.labeled.size
+    budget = budget_for(protocol, split.pool.size)
+
+    task_features = _Features(protocol.scaling["task"], X, split)
+    query_spec = protocol.query_model_for(spec)
+    shares_task_fit = spec.query_model == "task" or (
+        query_spec is not None and query_spec.key == protocol.task_model.key
+        and protocol.scaling["query"] == protocol.scaling["task"]
+    )
+    query_features = task_features if shares_task_fit else _Features(protocol.scaling["query"], X, split)
+
+    strategy = strategy_cls(
+        query_model=query_spec if strategy_cls.model_use == "own" else None,
+        random_state=strategy_seed,
+        **spec.params,
+    )
+    if protocol.batch_size > 1 and not strategy_cls.batch:
+        raise AuditError(f"{spec.id} ({spec.implementation}) does not support batch size {protocol.batch_size}")
+    if strategy_cls.uses_test_labels:  # declared: it alone is given the test rows and every label
+        strategy.begin_trial(TrialView(protocol.task_model, model_seed, task_features, y_train, y_test, budget, jobs))
+
+    labeled_mask = np.zeros(train_rows.size, dtype=bool)
+    labeled_mask[:n_initial] = True
+    y_known = np.full(train_rows.size, MISSING, dtype=np.int64)
+    y_known[:n_initial] = y_train[:n_initial]
+
+    task_specs = [protocol.task_model, *(c.task_model for c in companions)]
+    records: list[list[RoundRecord]] = [[] for _ in task_specs]
+
+    def fit_and_score(round_no: int, queried: tuple[int, ...], query_seconds: float) -> Any:
+        """Fit and score every task model on the labeled rows; returns the protocol's own."""
+        positions = np.flatnonzero(labeled_mask)
+        task_features.update(positions)
+        models = []
+        for task_spec, task_records in zip(task_specs, records):
+            t0 = time.perf_counter()
+            model = task_spec.build(model_seed).fit(task_features.X_train[positions], y_train[positions])
+            fit_seconds = time.perf_counter() - t0
+            scores = round_metrics(y_test, model.predict(task_features.X_test), n_classes)
+            task_records.append(RoundRecord(round_no, positions.size, queried, fit_seconds=fit_seconds,
+                                            query_seconds=query_seconds, **scores))
+            models.append(model)
+        return models[0]
+
+    task_model = fit_and_score(0, (), 0.0)
+    spent = 0
+    for round_no in range(1, math.ceil(budget / protocol.batch_size) + 1):
+        batch = min(protocol.batch_size, budget - spent)
+        candidates = np.flatnonzero(~labeled_mask)
+        t0 = time.perf_counter()
+        if strategy_cls.model_use != "fitted":
+            query_model = None
+        elif shares_task_fit:
+            query_model = task_model
+        else:
+            positions = np.flatnonzero(labeled_mask)
+            query_features.update(positions)
+            query_model = query_spec.build(model_seed).fit(query_features.X_train[positions], y_train[positions])
+        picked = strategy.query(query_features.X_train, y_known, query_model, batch, candidates, rng)
+        query_seconds = time.perf_counter() - t0
+        labeled_mask[picked] = True
+        y_known[picked] = y_train[picked]
+        spent += batch
+        task_model = fit_and_score(round_no, tuple(int(r) for r in train_rows[picked]), query_seconds)
+    return records
+
+
+# --- many trials --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TrialTask:
+    """One unit of work: picklable, so any executor can run it."""
+
+    protocol: Protocol
+    dataset: str
+    data_dir: str | None
+    strategy: str
+    trial_seed: int
+    time_limit: float | None = None
+    jobs: int = 1  # processes inside the trial (for a strategy that uses the test labels: TrialView.jobs)
+    companions: tuple[Protocol, ...] = ()  # protocols scored on the same queries (run_trial)
+
+
+def execute_task(task: TrialTask, arrays: tuple[np.ndarray, np.ndarray] | None = None) -> TrialResult:
+    """Run one task; ``arrays`` is the data set's (X, y) already shipped to this worker,
+    None loads it here."""
+    if arrays is None:
+        from audit.engine.datasets import load_dataset
+
+        data = load_dataset(task.dataset, task.data_dir)
+        arrays = data.X, data.y
+    X, y = arrays
+    return run_trial(task.protocol, task.dataset, X, y, task.strategy, task.trial_seed, task.time_limit, task.jobs,
+                     task.companions)

@@ -1,0 +1,1 @@
+"""Fast paths: private, bit-identical routes through scikit-learn estimators, under one policy."""

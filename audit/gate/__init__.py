@@ -1,0 +1,1 @@
+"""CI gating: suites, baselines, per-cell verdicts against a baseline, and JUnit output."""

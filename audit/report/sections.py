@@ -1,0 +1,201 @@
+"""The content of a replay's report: provenance lines, the table, its sections, and the
+Markdown rendering of them (audit/report/html.py renders the same sections as HTML;
+audit/report/files.py writes the report directory).
+
+Every number printed carries its provenance: the protocol and its spec hash, the AUBC
+variant, the library versions and the trial seeds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from audit.analysis.compare import LOW_POWER_TOLERANCE, POWER
+from audit.analysis.stats import seed_ranges
+from audit.engine.datasets import get_info, incomparable, property_differences
+
+CURVES_PNG = "learning_curve.png"
+FOREST_PNG = "forest_plot.png"
+
+
+def _pct(protocol_scale: str, value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{100 * value:.2f}" if protocol_scale == "percent" else f"{value:.4f}"
+
+
+def _interval(scale: str, ci: list[float] | None) -> str:
+    if not ci or any(c is None or math.isnan(c) for c in ci):
+        return "-"
+    return f"[{_pct(scale, ci[0])}, {_pct(scale, ci[1])}]"
+
+
+def provenance_lines(report: dict[str, Any]) -> list[str]:
+    p, env = report["protocol"], report["environment"]
+    seeds = report["seeds"]
+    libs = ", ".join(f"{k} {v}" for k, v in env.items() if v != "absent")
+    return [
+        f"protocol {p['name']} (spec {p['spec_hash']}): {p['title']}",
+        f"data set {report['dataset']['name']}: n={report['dataset']['n']}, d={report['dataset']['d']}, "
+        f"sha256 {report['dataset']['sha256'][:12]}",
+        *data_property_lines(report['dataset']['name']),
+        f"AUBC {p['aubc_variant']} on {p['aubc_metric']} ({p['aubc_definition']}); "
+        f"SD ddof={p['sd_ddof']}; values in {p['scale']}",
+        f"trial seeds {seed_ranges(seeds['trial_seeds'])} ({len(seeds['trial_seeds'])} trials, "
+        f"{len(seeds['skipped'])} seeds skipped); subsystem seeds {seeds['policy']}",
+        f"libraries: {libs}; store fingerprint {report['fingerprint']}",
+    ]
+
+
+def data_property_lines(name: str) -> list[str]:
+    """Where the replayed file differs from the papers' description of it (`audit datasets`)."""
+    info = get_info(name)
+    differences = property_differences(info)
+    if not differences:
+        return []
+    verdict = (": no paper describes this file, so its cells cannot be compared trial by trial with the papers' runs"
+               if incomparable(info) else "")
+    return [f"data set {name} differs from the papers: {'; '.join(differences)}{verdict}"]
+
+
+ORACLE_MARK = " (oracle)"
+ORACLE_NOTE = "(oracle): uses the test labels to choose its queries; a reference bound, not a query strategy"
+TABLE_HEADER = ("strategy", "library", "n", "mean", "sd", "95% CI", "99% CI", "published", "verdict")
+VERDICT_RULE = ("Verdict: the published mean inside the reproduced 95% t-interval (df = n-1) is consistent; "
+                "outside it but inside the 99% one, discrepant at 5%; outside both, discrepant at 1%. "
+                f"Consistent (low power): the cell could not detect a difference of {LOW_POWER_TOLERANCE:g} AUBC "
+                f"({100 * LOW_POWER_TOLERANCE:g} on the percent scale) with {POWER:.0%} power (two-sided t-test at 5%).")
+LOW_POWER_MARK = " (low power)"
+
+
+def table_row(cell: dict[str, Any], scale: str) -> tuple[str, ...]:
+    """One cell as the columns of TABLE_HEADER (shared by the terminal, Markdown and HTML tables)."""
+    name = cell["strategy"] + ORACLE_MARK * bool(cell.get("uses_test_labels"))
+    if cell["status"] == "unavailable":
+        return (name, cell["library"], "-", "-", "-", "-", "-", _pct(scale, cell["published_mean"]),
+                "unavailable (reason below)")
+    failed = [f"{cell['n_errors']} errors"] * bool(cell["n_errors"]) + [f"{cell.get('n_tle', 0)} TLE"] * bool(cell.get("n_tle"))
+    errors = f" ({', '.join(failed)})" if failed else ""
+    return (name, cell["library"], f"{cell['n_trials']}{errors}", _pct(scale, cell["mean"]), _pct(scale, cell["sd"]),
+            _interval(scale, cell["ci95"]), _interval(scale, cell["ci99"]), _pct(scale, cell["published_mean"]),
+            cell["verdict"] + LOW_POWER_MARK * bool(cell.get("low_power")))
+
+
+def table_notes(report: dict[str, Any]) -> list[str]:
+    """Lines under the table: why each unavailable strategy cannot run, and the oracle mark."""
+    notes = [f"{c['strategy']} unavailable: {c['reason']}" for c in report["strategies"] if c["status"] == "unavailable"]
+    return notes + ([ORACLE_NOTE] if any(c.get("uses_test_labels") for c in report["strategies"]) else [])
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """The terminal / Markdown table of the cells; oracles are marked, with a note under the table."""
+    rows = [table_row(c, report["protocol"]["scale"]) for c in report["strategies"]]
+    widths = [max(len(str(r[i])) for r in [TABLE_HEADER, *rows]) for i in range(len(TABLE_HEADER))]
+    line = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(TABLE_HEADER), line(["-" * w for w in widths]), *map(line, rows), *table_notes(report)])
+
+
+@dataclass(frozen=True)
+class Item:
+    """One line of a report section, its sub-lines, and a tag the HTML report styles (e.g. "triggered")."""
+
+    text: str
+    sub: tuple[str, ...] = ()
+    tag: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    """A titled list of report lines: the Markdown and the HTML report render the same sections."""
+
+    title: str
+    items: tuple[Item, ...]
+    intro: str = ""
+
+
+def report_sections(report: dict[str, Any]) -> list[Section]:
+    """The list sections of a report, in order; empty ones are left out."""
+    sections = [_references(report), _diagnosis(report), _findings(report), _trial_errors(report),
+                _warnings(report), _fit_paths(report), _skipped(report)]
+    return [s for s in sections if s.items]
+
+
+def _references(report: dict[str, Any]) -> Section:
+    items = []
+    for c in report["strategies"]:
+        if not c.get("reference"):
+            continue
+        r, welch = c["reference"], c.get("welch")
+        extra = f"; Welch t={welch['t']:.2f}, df={welch['df']:.1f}, p={welch['p']:.3g}" if welch else ""
+        replayed = report["protocol"]["aubc_variant"]
+        mismatch = "" if r["aubc_variant"] == replayed else \
+            f" (published with AUBC variant {r['aubc_variant']}, replayed with {replayed})"
+        row = f", row '{r['row']}'" if r["row"] else ""  # a user's table may have no row labels
+        items.append(Item(f"{c['strategy']}: {r['paper']} {r['table']}{row} ({r['source']}){mismatch}{extra}"))
+    return Section("Published references", tuple(items))
+
+
+def hypothesis_line(row: dict[str, Any]) -> str:
+    lo, hi = row["ci95"]
+    return (f"{row['label']} ({row['protocol']}): mean {row['mean']:.4f}, 95% CI [{lo:.4f}, {hi:.4f}], "
+            f"n={row['n']}{', published inside' if row['inside'] else ''}")
+
+
+def _diagnosis(report: dict[str, Any]) -> Section:
+    diagnosed = [c for c in report["strategies"] if c.get("diagnosis")]
+    if not diagnosed:
+        return Section("Diagnosis", ())
+    items = tuple(Item(f"{c['strategy']}: {c['diagnosis']['summary']}",
+                       tuple(hypothesis_line(h) for h in c["diagnosis"]["hypotheses"]),
+                       c["diagnosis"]["status"].replace(" ", "-")) for c in diagnosed)
+    replayed = any(c["diagnosis"]["hypotheses"] for c in diagnosed)
+    intro = (f"Each discrepant cell replayed with one knob of {diagnosed[0]['diagnosis']['released']} (the released "
+             "code) at a time, and with pairs of knobs when no single one brings the published value inside:"
+             if replayed else "")
+    return Section("Diagnosis", items, intro)
+
+
+def _findings(report: dict[str, Any]) -> Section:
+    items = tuple(Item(f"{'!!' if f['triggered'] else 'ok'} {f['name']}: {f['finding']}",
+                       tag="triggered" if f["triggered"] else "quiet") for f in report.get("findings", []))
+    return Section("Detector findings", items, "Static checks of the protocol and data set (audit lint):")
+
+
+def _trial_errors(report: dict[str, Any]) -> Section:
+    return Section("Trial errors", tuple(
+        Item(f"{c['strategy']}, trial seed {e['trial_seed']} ({e.get('status', 'error')}): {e['error']}")
+        for c in report["strategies"] for e in c.get("errors") or []))
+
+
+def _warnings(report: dict[str, Any]) -> Section:
+    return Section("Library warnings (recorded during trials)", tuple(
+        Item(f"{c['strategy']}: {w}") for c in report["strategies"] for w in c.get("warnings") or []))
+
+
+def _fit_paths(report: dict[str, Any]) -> Section:
+    return Section("Fit paths", tuple(
+        Item(f"{c['strategy']}: " + ", ".join(f"{path} ({n} trials)" for path, n in c["fast_paths"].items()))
+        for c in report["strategies"] if c.get("fast_paths")),
+        "Which code fitted each trial's models: a bit-identical fast path (lean-svc, lean-forest) or "
+        "scikit-learn's own (library); see docs/performance.md.")
+
+
+def _skipped(report: dict[str, Any]) -> Section:
+    return Section("Skipped seeds", tuple(Item(f"seed {s}: {why}") for s, why in report["seeds"]["skipped"]))
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """report.md: provenance, the table, the sections and the two figures."""
+    p = report["protocol"]
+    out = [f"# {p['name']} on {report['dataset']['name']}", ""]
+    out += [f"- {line}" for line in provenance_lines(report)]
+    out += ["", "## AUBC per strategy", "", "```", format_table(report), "```", "", VERDICT_RULE, ""]
+    for section in report_sections(report):
+        out += [f"## {section.title}", ""] + ([section.intro, ""] if section.intro else [])
+        for item in section.items:
+            out += [f"- {item.text}"] + [f"  - {sub}" for sub in item.sub]
+        out.append("")
+    out += ["## Published values against the reproduced intervals", "", f"![forest plot]({FOREST_PNG})", ""]
+    out += ["## Learning curves", "", f"![learning curves]({CURVES_PNG})", ""]
+    return "\n".join(out)
