@@ -186,13 +186,14 @@ def test_a_second_ctrl_c_leaves_at_once_and_uvs_forwarded_copy_of_the_first_does
     first (`uv run` forwarding the terminal's) changes nothing; a later one leaves at once,
     with the one line and no traceback."""
     script = ("import sys, time\n"
+              "import audit.cli.inventory as inventory\n"
               "import audit.cli.main as cli\n"
               "def slow_to_stop(args):\n"
               "    try:\n"
               "        time.sleep(60)\n"
               "    finally:\n"
               "        time.sleep(60)\n"
-              "cli._strategies = slow_to_stop\n"
+              "inventory._strategies = slow_to_stop  # the handler `audit strategies` is bound to\n"
               "sys.exit(cli.main(['strategies']))\n")
     stderr = tmp_path / "stderr"
     process = _start([sys.executable, "-c", script], stderr)

@@ -16,6 +16,7 @@ parser.add_argument("--trials", type=int, default=20, help="trials per strategy 
 parser.add_argument("--store", default=".audit-store.sqlite", help="result store (default %(default)s)")
 parser.add_argument("--out", default="reports", help="directory for the two reports (default %(default)s)")
 args = parser.parse_args()
+Path(args.out).mkdir(parents=True, exist_ok=True)  # the reports go into new subdirectories of it
 
 for dataset in ("heart", "sonar"):
     replay = audit.reproduce(HERE / "lu2023-plus-own.toml", dataset, trials=args.trials, store=args.store,
