@@ -251,3 +251,13 @@ def test_a_lock_file_that_cannot_be_opened_stops_audit_run_with_one_line(tmp_pat
     assert main(_commands(store, tmp_path / "out")[2]) == 2
     line = _one_error_line(capsys.readouterr().err)
     assert line.startswith(f"audit: error: cannot open {store}.lock, the lock file of results store {store}: "), line
+
+
+def test_a_store_in_a_missing_directory_is_refused_and_no_directory_is_made(tmp_path, capsys):
+    """A typo in --store must not create directories (as a given --out needs its parent too)."""
+    store = tmp_path / "typo" / "deeper" / "store.sqlite"
+    for argv in _commands(store, tmp_path / "out")[:3]:
+        assert main(argv) == 2, argv
+        line = _one_error_line(capsys.readouterr().err)
+        assert "is not an existing directory" in line and str(store) in line, line
+        assert not (tmp_path / "typo").exists() and not (tmp_path / "out").exists()

@@ -208,15 +208,13 @@ def _upgrade(db: sqlite3.Connection) -> None:
 
 
 def _check_destination(path: Path) -> None:
-    """Refuse a store path that is a directory or that this user cannot write, before SQLite
-    opens (and would create) anything; a missing directory is created."""
+    """Refuse a store path that is a directory, whose directory does not exist (a typo must
+    not create directories), or that this user cannot write, before SQLite opens (and
+    would create) anything."""
     if path.is_dir():
         raise AuditError(f"results store {path} is a directory; --store takes a file, e.g. {path / DEFAULT_STORE}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise AuditError(f"cannot create the directory of results store {path}: "
-                         f"{exc.strerror} ({exc.filename})") from None
+    if not path.parent.is_dir():
+        raise AuditError(f"cannot create results store {path}: {path.parent} is not an existing directory")
     # SQLite writes the file and, beside it, the -wal and -shm files of WAL mode
     for needed in (path.parent, path) if path.exists() else (path.parent,):
         if not os.access(needed, os.W_OK):
