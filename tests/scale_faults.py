@@ -5,6 +5,8 @@ per attempt there, named with the worker's pid, so a test sees which process ran
 and how many times.
 """
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -62,3 +64,12 @@ def dies_on_poison_seed(directory, task, arrays):
     if task.trial_seed == POISON_SEED:
         os._exit(1)
     return execute_task(task, arrays)
+
+
+def end_process_group(process: subprocess.Popen) -> None:
+    """Kill a process started in its own session, and whatever it started (workers, forkserver)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=10)

@@ -157,12 +157,18 @@ def test_picks_do_not_depend_on_hidden_labels(sid, sonar):
     assert second.query_hash == first.query_hash
 
 
-@pytest.mark.parametrize("sid", [s for s in AVAILABLE if s != "lal"])
-def test_alipy_holds_no_label_of_an_unlabeled_row(sid):
-    X, y, y_true = pool()
+def _strategy_and_model(sid, X, y):
+    """A fresh ALiPy strategy and, when it queries with a fitted model, that model on the labeled rows."""
     cls = adapters.strategy_class(f"alipy.{sid}")
     strategy = cls(query_model=LR if cls.model_use == "own" else None, random_state=0)
     model = LR.build(0).fit(X[y != MISSING], y[y != MISSING]) if cls.model_use == "fitted" else None
+    return strategy, model
+
+
+@pytest.mark.parametrize("sid", [s for s in AVAILABLE if s != "lal"])
+def test_alipy_holds_no_label_of_an_unlabeled_row(sid):
+    X, y, y_true = pool()
+    strategy, model = _strategy_and_model(sid, X, y)
     strategy.query(X, y, model, 1, np.flatnonzero(y == MISSING), np.random.default_rng(0))
     held = np.asarray(strategy._y_alipy)
     unlabeled = y == MISSING
@@ -298,9 +304,7 @@ def test_graph_density_keeps_excluded_rows_density():
 @pytest.mark.parametrize("sid", [s for s in AVAILABLE if s != "lal"])
 def test_every_alipy_query_leaves_numpys_global_rng_as_it_was(sid):
     X, y, _ = pool()
-    cls = adapters.strategy_class(f"alipy.{sid}")
-    strategy = cls(query_model=LR if cls.model_use == "own" else None, random_state=0)
-    model = LR.build(0).fit(X[y != MISSING], y[y != MISSING]) if cls.model_use == "fitted" else None
+    strategy, model = _strategy_and_model(sid, X, y)
     np.random.seed(99)
     before = np.random.get_state()
     for _ in range(2):

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from audit.cli.main import main
+from tests.scale_faults import end_process_group
 
 REPO = Path(__file__).resolve().parent.parent
 AUDIT = Path(sys.executable).parent / "audit"  # the console script `uv run audit` runs
@@ -45,14 +46,6 @@ def _start(argv: list[str], stderr: Path, **popen) -> subprocess.Popen:
         return subprocess.Popen(argv, cwd=REPO, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err,
                                 **popen)
 
-
-def _end(process: subprocess.Popen) -> None:
-    """Kill the whole process group, whatever is left of it."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait(timeout=10)
 
 
 def _group_alive(pgid: int) -> list[int]:
@@ -139,7 +132,7 @@ def test_ctrl_c_ends_a_parallel_replay_at_once_and_a_rerun_equals_an_undisturbed
             assert seconds < 5
             assert "Traceback" not in stderr.read_text()
         finally:
-            _end(driver)
+            end_process_group(driver)
         stopped = _trials(store)
         assert 0 < len(stopped) < TRIALS, "the run must have been stopped mid-way"
         assert all(undisturbed[key] == trial for key, trial in stopped.items())  # every stored trial is whole
@@ -178,7 +171,7 @@ def test_ctrl_c_while_the_forkserver_imports_leaves_no_traceback(tmp_path, attem
         assert driver.returncode == 130 and seconds < 5
         assert stderr.read_text() == INTERRUPTED
     finally:
-        _end(driver)
+        end_process_group(driver)
 
 
 def test_a_second_ctrl_c_leaves_at_once_and_uvs_forwarded_copy_of_the_first_does_not(tmp_path):
@@ -208,7 +201,7 @@ def test_a_second_ctrl_c_leaves_at_once_and_uvs_forwarded_copy_of_the_first_does
         assert process.returncode == 130 and seconds < 2
         assert stderr.read_text() == "audit: interrupted\n"
     finally:
-        _end(process)
+        end_process_group(process)
 
 
 class _StallingMirror(http.server.BaseHTTPRequestHandler):
@@ -250,7 +243,7 @@ def test_ctrl_c_during_a_fetch_says_the_download_stopped(tmp_path):
     finally:
         _StallingMirror.release.set()
         server.shutdown()
-        _end(process)
+        end_process_group(process)
 
 
 def test_a_closed_stdout_pipe_ends_the_command_quietly(tmp_path):

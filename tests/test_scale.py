@@ -25,7 +25,7 @@ from audit.engine.executors import DaskExecutor, LocalExecutor
 from audit.engine.runner import run_trial
 from audit.engine.store import ResultStore
 from tests import scale_faults
-from tests.scale_faults import POISON_SEED, attempts
+from tests.scale_faults import POISON_SEED, attempts, end_process_group
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(120)
@@ -213,14 +213,6 @@ def _wait_for_trials(store: Path, at_least: int, driver: subprocess.Popen, timeo
     raise AssertionError(f"fewer than {at_least} trials stored after {timeout} s")
 
 
-def _end(driver: subprocess.Popen) -> None:
-    """Kill the driver's whole process group (it and any worker it started)."""
-    try:
-        os.killpg(driver.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    driver.wait(timeout=10)
-
 
 def test_a_driver_killed_mid_run_resumes_without_repeating_or_losing_a_trial(tmp_path):
     store = tmp_path / "store.sqlite"
@@ -230,7 +222,7 @@ def test_a_driver_killed_mid_run_resumes_without_repeating_or_losing_a_trial(tmp
         os.kill(driver.pid, signal.SIGKILL)  # the driver only; its group is ended below
         driver.wait(timeout=10)
     finally:
-        _end(driver)
+        end_process_group(driver)
     before = {k: v for k, v in _stored(store).items()}
     with sqlite3.connect(store) as db:
         ids_before = dict(((d, s, seed), i) for i, d, s, seed in db.execute(
@@ -266,7 +258,7 @@ def test_a_second_driver_on_the_same_store_refuses_and_status_shows_the_first(tm
         assert f"pid {first.pid}" in shown and ", running\n" in shown
         assert "trials done " in shown and "/200, running " in shown
     finally:
-        _end(first)
+        end_process_group(first)
     assert main(["status", "--store", str(store)]) == 0
     assert "stopped (the driver died; rerun the same `audit run` to resume)" in capsys.readouterr().out
 
@@ -344,7 +336,7 @@ def test_local_workers_exit_when_their_driver_is_killed(tmp_path):
             time.sleep(0.2)
         assert not any(_running(pid) for pid in workers)
     finally:
-        _end(driver)
+        end_process_group(driver)
 
 
 def test_the_dask_executors_own_cluster_hands_each_worker_its_next_trial_at_once():
