@@ -316,3 +316,30 @@ def test_a_baseline_whose_suite_name_is_a_path_is_refused_by_the_gate(capsys, tm
     code, _, err = cli(capsys, "gate", "--baseline", baseline, "--no-progress")
     one_error_line(code, err, "suite name '../../x' is not a short identifier")
     assert tree(tmp_path) == before
+
+
+def test_an_empty_directory_of_the_users_is_filled_not_replaced(tmp_path):
+    from audit.engine.destinations import write_directory
+
+    target = tmp_path / "mine"
+    target.mkdir()
+    inode = target.stat().st_ino
+    write_directory(target, {"a.txt": "x"}, {"command": "test"})
+    assert target.stat().st_ino == inode and (target / "a.txt").read_text() == "x"
+
+
+def test_replacing_a_report_removes_only_what_its_manifest_lists(tmp_path, capsys):
+    from audit.engine.destinations import _remove_report
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep")
+    report = tmp_path / "old"
+    (report / "sub").mkdir(parents=True)
+    (report / "sub" / "a.txt").write_text("ours")
+    (report / "late.txt").write_text("the user's, put there after the check")
+    _remove_report(report, ["sub/a.txt", "../outside.txt"])
+    assert outside.read_text() == "keep" and (report / "late.txt").exists()
+    assert not (report / "sub").exists() and "keeps files al-audit did not write" in capsys.readouterr().err
+    (report / "late.txt").unlink()
+    _remove_report(report, [])
+    assert not report.exists()

@@ -16,6 +16,7 @@ import re
 import secrets
 import shutil
 import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -205,12 +206,36 @@ def write_directory(out_dir: str | Path, files: dict[str, str | Callable[[Path],
         if replaced is not None:
             old = out_dir.parent / f".{out_dir.name}.{os.getpid()}-{secrets.token_hex(4)}.old"
             out_dir.rename(old)
-        tmp.rename(out_dir)  # onto an empty directory too
+        if out_dir.is_dir():  # an empty directory of the user's: filled, never replaced
+            for entry in tmp.iterdir():
+                entry.rename(out_dir / entry.name)
+            tmp.rmdir()
+        else:
+            tmp.rename(out_dir)
     except BaseException:
         if old is not None and not out_dir.exists():
             old.rename(out_dir)
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # al-audit's own: made above under a fresh name
         raise
     if old is not None:
-        shutil.rmtree(old)  # the earlier al-audit report, checked to hold only its own files
+        _remove_report(old, replaced["files"])
     return list(files)
+
+
+def _remove_report(directory: Path, files: list[str]) -> None:
+    """Remove an earlier al-audit report: only the files its manifest lists (and the
+    manifest), then its directories if that left them empty. A file put there since it
+    was checked stays, and the line says where."""
+    inside = os.path.realpath(directory) + os.sep
+    for name in (*files, MANIFEST):
+        target = directory / name
+        if os.path.realpath(target).startswith(inside):  # a manifest names nothing outside its report
+            target.unlink(missing_ok=True)
+    for root, _, _ in sorted(os.walk(directory), key=lambda entry: -len(entry[0])):
+        try:
+            os.rmdir(root)
+        except OSError:
+            pass
+    if directory.exists():
+        print(f"audit: warning: {directory} keeps files al-audit did not write; the new report is in place",
+              file=sys.stderr)
