@@ -137,3 +137,11 @@ def test_protocol_loads_by_name_and_reports_unknown_names():
     assert audit.protocol("lu2023").name == "lu2023"
     with pytest.raises(audit.AuditError, match="unknown protocol"):
         audit.protocol("nonesuch")
+
+
+def test_a_quiet_replay_prints_nothing(tmp_path, heart):
+    """progress=False (the default) leaves stderr alone, the time estimate included."""
+    code = ("import audit; audit.reproduce('lu2023', 'heart', strategies=['uniform', 'us-c'], trials=2, "
+            f"store={str(tmp_path / 's.sqlite')!r}, out={str(tmp_path / 'r')!r}, diagnose=False)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr == "" and done.stdout == ""

@@ -247,18 +247,19 @@ def test_status_and_table(tmp_path, sonar_copy):
     assert lines[3].split() == ["d31", "multiclass", "3100", "2", "31x100", "1.00", "large", "missing", "-", "-",
                                 "-", "ok"]
     assert lines[4].split()[-6:] == ["checksum", "mismatch", "-", "-", "-", "differs"]
-    assert lines[-1] == "sonar: n 208 vs 108 in zhan2021 lu2023 Table 5, 108 in zhan2021 Table 2 " \
-        "(agrees with lu2023 Table 5)"
+    assert lines[-1] == "sonar: n is 208 in the file; 108 in zhan2021 Table 2 and zhan2021 as quoted in " \
+        "lu2023 Table 5; 208 in lu2023 Table 5"
 
 
 # --- properties against the papers, duplicates ----------------------------------------------
 
 def test_tic_differs_from_every_paper_and_sonar_agrees_with_lu2023s_revision():
     tic = D.property_differences(D.get_info("tic"))
-    assert tic[0] == "d 18 vs 9 in zhan2021 lu2023 Table 5, 9 in lu2023 Table 5 (no paper agrees)"
+    assert tic[0] == "d is 18 in the file; 9 in lu2023 Table 5 and zhan2021 as quoted in lu2023 Table 5 " \
+        "(no paper agrees)"
     assert D.incomparable(D.get_info("tic")) and not D.incomparable(D.get_info("sonar"))
     assert D.property_differences(D.get_info("heart")) == []  # IR 1.25 printed as 1: one unit of the last digit
-    assert D.property_differences(D.get_info("thyroid")) == ["classes 3 vs 4 in zhan2021 Table 2 (no paper agrees)"]
+    assert D.property_differences(D.get_info("thyroid")) == ["classes is 3 in the file; 4 in zhan2021 Table 2 (no paper agrees)"]
 
 
 def test_duplicate_counts():
@@ -276,14 +277,15 @@ def test_datasets_command_flags_tic_and_counts_duplicates(capsys):
     row = {line.split()[0]: line.split() for line in out if line.split() and line.split()[0] in D.REGISTRY}
     assert row["tic"][-4:] == ["0", "0", "differs", "(!)"] and row["tic"][3] == "18"
     assert row["mammographic"][9:11] == ["266", "152"] and row["heart"][-1] == "ok"
-    assert "tic: d 18 vs 9 in zhan2021 lu2023 Table 5, 9 in lu2023 Table 5 (no paper agrees)" in out
+    assert ("tic: d is 18 in the file; 9 in lu2023 Table 5 and zhan2021 as quoted in lu2023 Table 5 "
+            "(no paper agrees)") in out
 
 
 def test_a_report_says_when_its_file_matches_no_paper():
     from audit.report.sections import data_property_lines
 
     [line] = data_property_lines("tic")
-    assert line.startswith("data set tic differs from the papers: d 18 vs 9") and "trial by trial" in line
+    assert line.startswith("data set tic differs from the papers: d is 18 in the file; 9 in") and "trial by trial" in line
     assert data_property_lines("heart") == []
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Iterable
 
 from audit.errors import AuditError
+from audit.paths import REFERENCE_DIR
 
-REFERENCE_DIR = Path(__file__).resolve().parents[2] / "reference_results"
 COLUMNS = ("paper", "table", "row", "dataset", "strategy", "batch_size", "metric",
            "mean", "sd", "n", "scale", "aubc_variant", "note")
 REQUIRED = ("paper", "table", "dataset", "strategy", "metric", "scale", "aubc_variant")

@@ -23,12 +23,12 @@ from typing import BinaryIO
 import numpy as np
 
 from audit.errors import AuditError
+from audit.paths import REFERENCE_DIR, SHARED_DATA_DIR
 
 DATA_DIR_ENV = "AL_AUDIT_DATA_DIR"
 DATA_URL_ENV = "AL_AUDIT_DATA_URL"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # Where the project's shared checkout keeps the files; tests monkeypatch this.
-REPO_DATA_DIR = REPO_ROOT.parent / "shared" / "datasets"
+REPO_DATA_DIR = SHARED_DATA_DIR
 
 
 class DataError(AuditError):
@@ -534,7 +534,7 @@ def format_registry_table(statuses: list[dict]) -> str:
     return "\n".join([line(header), line(tuple("-" * w for w in widths))] + [line(r) for r in rows[1:]] + notes)
 
 
-PROPERTIES_DIR = REPO_ROOT / "reference_results" / "dataset_properties"
+PROPERTIES_DIR = REFERENCE_DIR / "dataset_properties"
 # What a paper row prints -> the DatasetInfo field it is compared with.
 PRINTED_PROPERTIES = {"n": "n", "d": "d", "classes": "n_classes", "imbalance_ratio": "imbalance_ratio"}
 
@@ -557,19 +557,32 @@ def _agrees(printed: str, value: float) -> bool:
     return abs(float(printed) - value) < 10 ** -decimals
 
 
+def _source(row: dict[str, str]) -> str:
+    """'zhan2021 Table 2'; a paper's number printed in another's table says whose it is:
+    'zhan2021 as quoted in lu2023 Table 5'."""
+    if row["table"].split(" ")[0] in ("lu2023", "zhan2021") and not row["table"].startswith(row["paper"]):
+        return f"{row['paper']} as quoted in {row['table']}"
+    return f"{row['paper']} {row['table']}"
+
+
 def property_differences(info: DatasetInfo) -> list[str]:
-    """One line per property where the file differs from a paper's table, e.g.
-    'd 18 vs 9 (zhan2021 lu2023 Table 5, lu2023 Table 5)'; '(no paper agrees)' when none prints it so."""
+    """One line per property where the file differs from a paper's table, each printed value
+    with the tables that print it, e.g. 'n is 208 in the file; 108 in zhan2021 Table 2 and
+    zhan2021 as quoted in lu2023 Table 5; 208 in lu2023 Table 5'; '(no paper agrees)' when none
+    prints the file's value."""
     lines = []
     for printed, field in PRINTED_PROPERTIES.items():
         value = getattr(info, field)
         stated = [row for row in paper_properties() if row["dataset"] == info.name and row[printed]]
-        differ = [row for row in stated if not _agrees(row[printed], value)]
-        if differ:
-            where = ", ".join(f"{row[printed]} in {row['paper']} {row['table']}" for row in differ)
-            agree = [f"{row['paper']} {row['table']}" for row in stated if row not in differ]
-            lines.append(f"{printed} {value:g} vs {where}" + (f" (agrees with {', '.join(agree)})" if agree
-                                                               else " (no paper agrees)"))
+        if all(_agrees(row[printed], value) for row in stated):
+            continue
+        sources: dict[str, list[str]] = {}
+        for row in sorted(stated, key=lambda r: " as quoted in " in _source(r)):  # a paper's own table first
+            sources.setdefault(row[printed], []).append(_source(row))
+        ordered = sorted(sources.items(), key=lambda item: _agrees(item[0], value))
+        said = "; ".join(f"{text} in {' and '.join(where)}" for text, where in ordered)
+        agrees = any(_agrees(row[printed], value) for row in stated)
+        lines.append(f"{printed} is {value:g} in the file; {said}" + ("" if agrees else " (no paper agrees)"))
     return lines
 
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from audit.errors import AuditError
+from audit.paths import PROJECT_ROOT
 from audit.version import __version__
 
 MANIFEST = ".al-audit-report.json"
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 
 

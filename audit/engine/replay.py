@@ -204,8 +204,10 @@ def run_and_store(tasks: list[TrialTask], request: ReproduceRequest, store: Resu
                 estimated = True
                 left = estimate_seconds(remaining, first_seconds, request.jobs)
                 per = ", ".join(f"{s} {v:.2f}s" for s, v in first_seconds.items())
-                bar.write(f"estimate: about {_duration(time.perf_counter() - start + left)} in all "
-                          f"({_duration(left)} left; first trial: {per})", file=sys.stderr)
+                line = (f"estimate: about {_duration(time.perf_counter() - start + left)} in all "
+                        f"({_duration(left)} left; first trial: {per})")
+                # above a live bar through tqdm, so the bar is redrawn below it; else the caller's log
+                bar.write(line, file=sys.stderr) if request.progress else log(line)
             bar.set_postfix_str(f"{result.strategy} seed {result.trial_seed}"
                                 + (f", {failed} failed" if failed else ""))
             bar.update()

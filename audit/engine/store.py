@@ -30,9 +30,9 @@ import adapters
 from audit.engine.environment import environment_versions
 from audit.engine.runner import RoundRecord, TrialResult
 from audit.errors import AuditError
+from audit.paths import PROJECT_ROOT
 from audit.protocols import Protocol
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_STORE = Path(".audit-store.sqlite")
 
 # PRAGMA user_version of the stores this code writes. 0 is a store written before versioning:
@@ -109,7 +109,7 @@ def _source(module: str) -> Path | None:
     """The file of one of this tool's modules, or None for anything else."""
     if module.split(".")[0] not in _OWN_PACKAGES:
         return None
-    base = REPO_ROOT.joinpath(*module.split("."))
+    base = PROJECT_ROOT.joinpath(*module.split("."))
     return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
 
 
@@ -157,7 +157,7 @@ def code_hash() -> str:
     an edit to a report or a statistic keeps every stored trial."""
     digest = hashlib.sha256()
     for path in replay_sources():
-        digest.update(str(path.relative_to(REPO_ROOT)).encode())
+        digest.update(str(path.relative_to(PROJECT_ROOT)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
