@@ -39,8 +39,9 @@ def seconds(printed: str) -> Decimal:
 
 def transcribe(readme: str) -> list[dict[str, str]]:
     lines = readme.splitlines()
-    start = lines.index(SECTION)
-    table = [line for line in lines[start:] if line.startswith("|")]
+    start = lines.index(SECTION) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("#")), len(lines))
+    table = [line for line in lines[start:end] if line.startswith("|")]
     header = [cell.strip() for cell in table[0].strip("|").split("|")]
     strategies = [STRATEGIES[name.lower()] for name in header[1:]]
     rows = []
