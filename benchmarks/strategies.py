@@ -1,7 +1,7 @@
 """CPU seconds per trial of every strategy, and what a whole published table costs (by hand, not CI).
 
     uv run python benchmarks/strategies.py [--protocol lu2023] [--datasets sonar|a,b|small|large|all]
-        [--strategies a,b] [--trials 1] [--time-limit 600] [--csv OUT.csv]
+        [--strategies a,b] [--trials 1] [--time-limit 600] [--csv OUT.csv] [--store PATH]
 
 Runs the first trials of each strategy on each data set in one process through the real
 runner (after one untimed warm-up trial of each strategy on the first data set) and prints CPU seconds per trial (``time.process_time``: the runner pins BLAS to one
@@ -15,7 +15,9 @@ than the longest single trial, which one core must run alone). A cell that was n
 (a data set not in --datasets, or a trial over --time-limit) is extrapolated from the same
 strategy's measured cells with a power law in the number of rows (a least-squares line in
 log-log), never below the time limit it exceeded, and is counted apart, so the printout
-says how much of the estimate is measured.
+says how much of the estimate is measured. With ``--store``, the cells a results store
+already holds (say, of an ``audit run`` of the protocol) are read from its trials' wall
+seconds instead of being measured again.
 
 For lu2023 the printout sets each strategy's measured time beside the running time the
 authors published for one experiment (reference_results/timings/lu2023_repository_times.csv:
@@ -95,12 +97,36 @@ def measure(protocol: Protocol, dataset: str, strategies: list[str], trials: int
     return cells
 
 
+def stored_cells(store: Path, protocol: Protocol, strategies: list[str]) -> list[Cell]:
+    """Cells from trials already in a results store (e.g. an `audit run` of the protocol):
+    wall seconds per stored trial as the figure (the runner pins BLAS to one thread, so with
+    no more workers than cores a trial's wall time is one core's work)."""
+    from audit.api import rounds, trials  # the public API reads the store read-only
+
+    table = trials(store, protocol=protocol.name)
+    table = table[(table.status == "ok") & table.strategy.isin(strategies)]
+    work = rounds(store, protocol=protocol.name).groupby(["dataset", "strategy", "trial_seed", "fingerprint"])[
+        ["fit_seconds", "query_seconds"]].sum()
+    table = table.join(work, on=["dataset", "strategy", "trial_seed", "fingerprint"])
+    cells = []
+    for (dataset, sid), group in table.groupby(["dataset", "strategy"]):
+        cells.append(Cell(dataset, get_info(dataset).n, sid, trials=len(group), cpu=float(group.seconds.mean()),
+                          wall=float(group.seconds.mean()), fit=float(group.fit_seconds.mean()),
+                          query=float(group.query_seconds.mean()), status="stored"))
+        c = cells[-1]
+        print(f"{dataset:13s} {c.n:6d} {sid:9s} {c.cpu:9.2f} {c.wall:9.2f} {c.fit:8.2f} {c.query:8.2f}  "
+              f"stored ({c.trials} trials)", flush=True)
+    return cells
+
+
 def power_law(points: list[tuple[int, float]]):
     """seconds(n) from a least-squares line through (log n, log seconds); None under two sets."""
     if len({n for n, _ in points}) < 2:
         return None
     slope, intercept = np.polyfit(np.log([n for n, _ in points]), np.log([s for _, s in points]), 1)
-    return lambda n: float(np.exp(intercept + slope * np.log(n)))
+    seconds = lambda n: float(np.exp(intercept + slope * np.log(n)))  # noqa: E731
+    seconds.exponent = slope
+    return seconds
 
 
 def estimate(protocol: Protocol, cells: list[Cell], strategies: list[str], time_limit: float) -> None:
@@ -111,6 +137,8 @@ def estimate(protocol: Protocol, cells: list[Cell], strategies: list[str], time_
     fits = {s: power_law([(c.n, c.cpu) for c in cells if c.strategy == s and c.trials]) for s in available}
     print(f"\nthe whole {protocol.name} table at its trial counts, {len(available)} available strategies "
           f"(unavailable, not counted: {', '.join(sorted(set(strategies) - set(available))) or 'none'}):")
+    print("  seconds per trial ~ n^k, k fitted per strategy over the measured sets: " + ", ".join(
+        f"{s} {fits[s].exponent:.1f}" for s in available if fits[s] is not None))
     grand, longest = 0.0, 0.0
     for size in ("small", "large"):
         totals, missing = {"measured": 0.0, "extrapolated": 0.0}, []
@@ -161,6 +189,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=1)
     parser.add_argument("--time-limit", type=float, default=600.0, help="wall seconds per trial (default 600)")
     parser.add_argument("--csv", type=Path, help="also write the measured cells here (a new file)")
+    parser.add_argument("--store", type=Path, help="take the cells this results store holds from its trials "
+                        "(wall seconds) and measure only the others of --datasets")
     args = parser.parse_args()
     if args.csv is not None and args.csv.exists():
         parser.error(f"{args.csv} exists; give a new file")
@@ -173,12 +203,17 @@ def main() -> None:
     print(f"{args.protocol}: {args.trials} trial(s) per cell, one process, time limit {args.time_limit:g} s; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"{'dataset':13s} {'n':>6s} {'strategy':9s} {'cpu s':>9s} {'wall s':>9s} {'fit s':>8s} {'query s':>8s}  status")
+    cells = stored_cells(args.store, protocol, strategies) if args.store is not None else []
+    have = {(c.dataset, c.strategy) for c in cells}
     for sid in strategies:  # untimed: imports, fast-path self-checks and caches are paid once per process
-        if capability(protocol, sid).status == "available":
+        if capability(protocol, sid).status == "available" and any((d, sid) not in have for d in datasets):
             warm = load_dataset(datasets[0])
             run_trial(protocol, warm.info.name, warm.X, warm.y, sid, plan_seeds(protocol, warm.y, 1)[0][0],
                       time_limit=args.time_limit)
-    cells = [cell for dataset in datasets for cell in measure(protocol, dataset, strategies, args.trials, args.time_limit)]
+    for dataset in datasets:
+        missing = [sid for sid in strategies if (dataset, sid) not in have]
+        if missing:
+            cells += measure(protocol, dataset, missing, args.trials, args.time_limit)
     if args.csv is not None:
         with args.csv.open("x", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, list(Cell.__dataclass_fields__), lineterminator="\n")
