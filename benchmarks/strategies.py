@@ -1,57 +1,227 @@
-"""Seconds per trial of every available strategy (run by hand, not in CI).
+"""CPU seconds per trial of every strategy, and what a whole published table costs (by hand, not CI).
 
-    uv run python benchmarks/strategies.py [--protocol lu2023] [--dataset sonar] [--trials 3]
+    uv run python benchmarks/strategies.py [--protocol lu2023] [--datasets sonar|a,b|small|large|all]
+        [--strategies a,b] [--trials 1] [--time-limit 600] [--csv OUT.csv] [--store PATH]
 
-Runs the first trials of each strategy in one process through the real runner and
-prints the mean wall time per trial, split into task-model fitting and querying.
-lu2023 (Appendix C) published its computational times only on GitHub, not in the
-paper; without a transcribable published table, the task-model share printed here
-is the baseline the strategies are measured against.
+Runs the first trials of each strategy on each data set in one process through the real
+runner (after one untimed warm-up trial of each strategy on the first data set) and prints CPU seconds per trial (``time.process_time``: the runner pins BLAS to one
+thread, so this is one core's work however loaded the machine is), wall seconds, and the
+task-model fit and query shares.
+
+It then estimates the whole table at the protocol's trial counts (lu2023: 100 trials on a
+set of fewer than 2,000 rows, 10 on the others): the sum over cells of CPU seconds per
+trial x trials, on 2 cores (total / 2) and on a 64-core cluster (total / 64, but never less
+than the longest single trial, which one core must run alone). A cell that was not measured
+(a data set not in --datasets, or a trial over --time-limit) is extrapolated from the same
+strategy's measured cells with a power law in the number of rows (a least-squares line in
+log-log), never below the time limit it exceeded, and is counted apart, so the printout
+says how much of the estimate is measured. With ``--store``, the cells a results store
+already holds (say, of an ``audit run`` of the protocol) are read from its trials' wall
+seconds instead of being measured again.
+
+For lu2023 the printout sets each strategy's measured time beside the running time the
+authors published for one experiment (reference_results/timings/lu2023_repository_times.csv:
+wall time on a 2x Xeon E5-2640 v3, libraries as they were in 2023).
 """
 from __future__ import annotations
 
 import argparse
+import csv
+import math
 import os
 import platform
+import statistics
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from audit.engine.capabilities import CANONICAL_STRATEGIES, capability
-from audit.engine.datasets import load_dataset
+from audit.engine.datasets import get_info, load_dataset, names
 from audit.engine.runner import run_trial
 from audit.engine.splits import plan_seeds
-from audit.protocols import load_protocol
+from audit.protocols import Protocol, load_protocol
+
+PUBLISHED_TIMES = Path(__file__).resolve().parent.parent / "reference_results/timings/lu2023_repository_times.csv"
+CLUSTER_CORES = 64
+
+
+@dataclass
+class Cell:
+    dataset: str
+    n: int
+    strategy: str
+    trials: int = 0
+    cpu: float = math.nan  # CPU seconds per trial
+    wall: float = math.nan
+    fit: float = math.nan
+    query: float = math.nan
+    status: str = "ok"
+
+
+def dataset_names(protocol: Protocol, spec: str) -> list[str]:
+    """'small' / 'large' / 'all' (of the protocol's tasks) or a comma list."""
+    if spec in ("small", "large", "all"):
+        return [n for task in protocol.tasks for n in names(task, None if spec == "all" else spec)]
+    return spec.split(",")
+
+
+def measure(protocol: Protocol, dataset: str, strategies: list[str], trials: int, time_limit: float) -> list[Cell]:
+    data = load_dataset(dataset)
+    seeds, _ = plan_seeds(protocol, data.y, trials)
+    cells = []
+    for sid in strategies:
+        cell = Cell(dataset, data.info.n, sid)
+        if (status := capability(protocol, sid).status) != "available":
+            cell.status = status[:60]
+            cells.append(cell)
+            continue
+        cpu, wall, fit, query = [], [], [], []
+        for seed in seeds:
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            result = run_trial(protocol, data.info.name, data.X, data.y, sid, seed, time_limit=time_limit)
+            if result.status != "ok":
+                cell.status = result.status if result.status == "tle" else f"error: {result.error}"[:60]
+                break
+            cpu.append(time.process_time() - cpu0)
+            wall.append(time.perf_counter() - wall0)
+            fit.append(sum(r.fit_seconds for r in result.rounds))
+            query.append(sum(r.query_seconds for r in result.rounds))
+        if cpu and cell.status == "ok":
+            cell.trials, cell.cpu, cell.wall = len(cpu), statistics.fmean(cpu), statistics.fmean(wall)
+            cell.fit, cell.query = statistics.fmean(fit), statistics.fmean(query)
+        cells.append(cell)
+        print(f"{dataset:13s} {cell.n:6d} {sid:9s} {cell.cpu:9.2f} {cell.wall:9.2f} {cell.fit:8.2f} "
+              f"{cell.query:8.2f}  {cell.status}", flush=True)
+    return cells
+
+
+def stored_cells(store: Path, protocol: Protocol, strategies: list[str]) -> list[Cell]:
+    """Cells from trials already in a results store (e.g. an `audit run` of the protocol):
+    wall seconds per stored trial as the figure (the runner pins BLAS to one thread, so with
+    no more workers than cores a trial's wall time is one core's work)."""
+    from audit.api import rounds, trials  # the public API reads the store read-only
+
+    table = trials(store, protocol=protocol.name)
+    table = table[(table.status == "ok") & table.strategy.isin(strategies)]
+    work = rounds(store, protocol=protocol.name).groupby(["dataset", "strategy", "trial_seed", "fingerprint"])[
+        ["fit_seconds", "query_seconds"]].sum()
+    table = table.join(work, on=["dataset", "strategy", "trial_seed", "fingerprint"])
+    cells = []
+    for (dataset, sid), group in table.groupby(["dataset", "strategy"]):
+        cells.append(Cell(dataset, get_info(dataset).n, sid, trials=len(group), cpu=float(group.seconds.mean()),
+                          wall=float(group.seconds.mean()), fit=float(group.fit_seconds.mean()),
+                          query=float(group.query_seconds.mean()), status="stored"))
+        c = cells[-1]
+        print(f"{dataset:13s} {c.n:6d} {sid:9s} {c.cpu:9.2f} {c.wall:9.2f} {c.fit:8.2f} {c.query:8.2f}  "
+              f"stored ({c.trials} trials)", flush=True)
+    return cells
+
+
+def power_law(points: list[tuple[int, float]]):
+    """seconds(n) from a least-squares line through (log n, log seconds); None under two sets."""
+    if len({n for n, _ in points}) < 2:
+        return None
+    slope, intercept = np.polyfit(np.log([n for n, _ in points]), np.log([s for _, s in points]), 1)
+    seconds = lambda n: float(np.exp(intercept + slope * np.log(n)))  # noqa: E731
+    seconds.exponent = slope
+    return seconds
+
+
+def estimate(protocol: Protocol, cells: list[Cell], strategies: list[str], time_limit: float) -> None:
+    """Whole-table CPU estimate at the protocol's trial counts, small and large sets apart;
+    see the module docstring."""
+    measured = {(c.dataset, c.strategy): c for c in cells}
+    available = [s for s in strategies if capability(protocol, s).status == "available"]
+    fits = {s: power_law([(c.n, c.cpu) for c in cells if c.strategy == s and c.trials]) for s in available}
+    print(f"\nthe whole {protocol.name} table at its trial counts, {len(available)} available strategies "
+          f"(unavailable, not counted: {', '.join(sorted(set(strategies) - set(available))) or 'none'}):")
+    print("  seconds per trial ~ n^k, k fitted per strategy over the measured sets: " + ", ".join(
+        f"{s} {fits[s].exponent:.1f}" for s in available if fits[s] is not None))
+    grand, longest = 0.0, 0.0
+    for size in ("small", "large"):
+        totals, missing = {"measured": 0.0, "extrapolated": 0.0}, []
+        table = [n for task in protocol.tasks for n in names(task, size)]
+        for sid in available:
+            for dataset in table:
+                n = get_info(dataset).n
+                cell = measured.get((dataset, sid))
+                if cell is not None and cell.trials:
+                    per_trial, kind = cell.cpu, "measured"
+                elif fits[sid] is None:
+                    missing.append(f"{sid}@{dataset}")
+                    continue
+                else:  # a trial over the time limit took at least the limit
+                    floor = time_limit if cell is not None and cell.status == "tle" else 0.0
+                    per_trial, kind = max(fits[sid](n), floor), "extrapolated"
+                totals[kind] += per_trial * protocol.trials.for_size(n)[0]
+                longest = max(longest, per_trial)
+        total = sum(totals.values())
+        grand += total
+        print(f"  {len(table)} {size} sets: {total / 3600:,.1f} CPU hours ({totals['measured'] / 3600:,.1f} measured, "
+              f"{totals['extrapolated'] / 3600:,.1f} extrapolated)"
+              + (f"; no figure for {len(missing)} cells ({', '.join(missing[:4])}...)" if missing else ""))
+    print(f"  in all {grand / 3600:,.1f} CPU hours: on 2 cores {grand / 2 / 3600:,.1f} h; on {CLUSTER_CORES} cores "
+          f"{max(grand / CLUSTER_CORES, longest) / 3600:,.1f} h (the longest single trial: {longest / 3600:,.2f} h)")
+
+
+def compare_published(cells: list[Cell]) -> None:
+    """Our CPU seconds per trial beside lu2023's published seconds per experiment."""
+    with PUBLISHED_TIMES.open(encoding="utf-8") as handle:
+        published = {(r["dataset"], r["strategy"]): float(r["seconds"]) for r in csv.DictReader(handle)
+                     if r["estimated"] == "no"}
+    ratios: dict[str, list[float]] = {}
+    for c in cells:
+        if c.trials and (c.dataset, c.strategy) in published:
+            ratios.setdefault(c.strategy, []).append(published[(c.dataset, c.strategy)] / c.cpu)
+    if ratios:
+        print("\nlu2023's published seconds per experiment / ours per trial (median over the sets measured, "
+              f"{PUBLISHED_TIMES.name}):")
+        print("  " + ", ".join(f"{s} {statistics.median(r):.1f}x" for s, r in ratios.items()))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--protocol", default="lu2023")
-    parser.add_argument("--dataset", default="sonar")
-    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--datasets", default="sonar", help="a,b or small, large, all (default sonar)")
+    parser.add_argument("--strategies", help="a,b (default: every strategy of the protocol)")
+    parser.add_argument("--trials", type=int, default=1)
+    parser.add_argument("--time-limit", type=float, default=600.0, help="wall seconds per trial (default 600)")
+    parser.add_argument("--csv", type=Path, help="also write the measured cells here (a new file)")
+    parser.add_argument("--store", type=Path, help="take the cells this results store holds from its trials "
+                        "(wall seconds) and measure only the others of --datasets")
     args = parser.parse_args()
+    if args.csv is not None and args.csv.exists():
+        parser.error(f"{args.csv} exists; give a new file")
 
     protocol = load_protocol(args.protocol)
-    data = load_dataset(args.dataset)
-    seeds, _ = plan_seeds(protocol, data.y, args.trials)
     rank = {s: i for i, s in enumerate(CANONICAL_STRATEGIES)}
-    print(f"{args.protocol} on {args.dataset} (n={data.info.n}), {len(seeds)} trials each, one process; "
+    strategies = (args.strategies.split(",") if args.strategies
+                  else sorted(protocol.strategies, key=lambda s: rank.get(s, len(rank))))
+    datasets = dataset_names(protocol, args.datasets)
+    print(f"{args.protocol}: {args.trials} trial(s) per cell, one process, time limit {args.time_limit:g} s; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    print(f"{'strategy':10s} {'implementation':22s} {'s/trial':>8s} {'fit s':>7s} {'query s':>8s}  status")
-    for sid in sorted(protocol.strategies, key=lambda s: rank.get(s, len(rank))):
-        implementation = protocol.strategies[sid].implementation
-        status = capability(protocol, sid).status
-        if status != "available":
-            print(f"{sid:10s} {implementation:22s} {'-':>8s} {'-':>7s} {'-':>8s}  {status[:70]}")
-            continue
-        start = time.perf_counter()
-        results = [run_trial(protocol, data.info.name, data.X, data.y, sid, s) for s in seeds]
-        wall = (time.perf_counter() - start) / len(seeds)
-        ok = [r for r in results if r.status == "ok"]
-        fit = np.mean([sum(x.fit_seconds for x in r.rounds) for r in ok]) if ok else float("nan")
-        query = np.mean([sum(x.query_seconds for x in r.rounds) for r in ok]) if ok else float("nan")
-        status = "ok" if len(ok) == len(results) else f"{len(results) - len(ok)} failed: {results[0].error}"
-        print(f"{sid:10s} {implementation:22s} {wall:8.2f} {fit:7.2f} {query:8.2f}  {status}")
+    print(f"{'dataset':13s} {'n':>6s} {'strategy':9s} {'cpu s':>9s} {'wall s':>9s} {'fit s':>8s} {'query s':>8s}  status")
+    cells = stored_cells(args.store, protocol, strategies) if args.store is not None else []
+    have = {(c.dataset, c.strategy) for c in cells}
+    for sid in strategies:  # untimed: imports, fast-path self-checks and caches are paid once per process
+        if capability(protocol, sid).status == "available" and any((d, sid) not in have for d in datasets):
+            warm = load_dataset(datasets[0])
+            run_trial(protocol, warm.info.name, warm.X, warm.y, sid, plan_seeds(protocol, warm.y, 1)[0][0],
+                      time_limit=args.time_limit)
+    for dataset in datasets:
+        missing = [sid for sid in strategies if (dataset, sid) not in have]
+        if missing:
+            cells += measure(protocol, dataset, missing, args.trials, args.time_limit)
+    if args.csv is not None:
+        with args.csv.open("x", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, list(Cell.__dataclass_fields__), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(vars(c) for c in cells)
+    estimate(protocol, cells, strategies, args.time_limit)
+    if protocol.paper == "lu2023":
+        compare_published(cells)
 
 
 if __name__ == "__main__":

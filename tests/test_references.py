@@ -1,9 +1,12 @@
+import csv
 import subprocess
 import sys
+from decimal import Decimal
 
 import pytest
 
 from audit.analysis.references import COLUMNS, REFERENCE_DIR, load_references
+from audit.engine.datasets import names as load_dataset_names
 
 PAPERS = REFERENCE_DIR.parent.parent / "shared" / "papers"
 SHARED_REFERENCES = REFERENCE_DIR.parent.parent / "shared" / "references"
@@ -173,3 +176,49 @@ def test_lu2023_picks_the_paper_then_the_repository_table(dataset, strategy, tab
 
     ref = pick_reference(load_protocol("lu2023"), dataset, strategy)
     assert (ref.table, ref.mean, ref.sd) == (table, mean, sd) if ref else table is None
+
+
+TIMES = REFERENCE_DIR / "timings" / "lu2023_repository_times.csv"
+
+
+def _transcribe_times():
+    sys.path.insert(0, str(REFERENCE_DIR / "timings"))
+    try:
+        import transcribe_times
+    finally:
+        sys.path.pop(0)
+    return transcribe_times
+
+
+def test_lu2023_times_cover_the_small_sets_and_every_column():
+    with TIMES.open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 20 * 19  # the 20 small sets x (Uniform, 17 strategies, BSO); no large set is timed there
+    assert {r["dataset"] for r in rows} == set(load_dataset_names("binary", "small"))
+    seconds = _transcribe_times().seconds
+    for r in rows:  # every value is its printed text read again
+        assert Decimal(r["seconds"]) == seconds(r["printed"].rstrip("*")), r
+        assert (r["estimated"] == "yes") == r["printed"].endswith("*"), r
+
+
+@pytest.mark.parametrize("dataset, strategy, printed", [
+    # ariapoy/active-learning-benchmark, results/README.md at 5ef0bdb, section "Computational Time"
+    ("sonar", "bso", "0m52.329s"),
+    ("sonar", "eer", "14m30.543s"),
+    ("clean1", "vr", "65hr*"),
+    ("splice", "eer", "605m40s"),
+    ("checkerboard", "uniform", "0m22.576s"),
+])
+def test_lu2023_times_cells(dataset, strategy, printed):
+    with TIMES.open(encoding="utf-8") as handle:
+        row = next(r for r in csv.DictReader(handle) if (r["dataset"], r["strategy"]) == (dataset, strategy))
+    assert row["printed"] == printed
+
+
+def test_lu2023_times_transcription_reads_the_table_format():
+    readme = ("## Computational Time\n\ntext\n\n| | Uniform | Core-Set |\n|:--|:--|:--|\n"
+              "| Sonar | 0m2.278s | 65hr* |\n| Heart | 1m0.5s | 2m3s |\n\n## Next\n| other | table |\n")
+    rows = _transcribe_times().transcribe(readme)
+    assert [(r["dataset"], r["strategy"], r["seconds"], r["estimated"]) for r in rows] == [
+        ("sonar", "uniform", "2.278", "no"), ("sonar", "coreset", "234000", "yes"),
+        ("heart", "uniform", "60.5", "no"), ("heart", "coreset", "123", "no")]
