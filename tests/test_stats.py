@@ -59,11 +59,11 @@ def test_paired_improvement_matches_ttest_rel_one_sided():
 
 def test_holm_by_hand():
     # sorted 0.005, 0.01, 0.03, 0.04 -> 4*0.005, 3*0.01, 2*0.03, max(0.06, 1*0.04)
-    adjusted = stats.holm([0.01, 0.04, 0.03, 0.005, math.nan])
+    adjusted = stats.adjust_pvalues([0.01, 0.04, 0.03, 0.005, math.nan])
     assert adjusted[:4] == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert math.isnan(adjusted[4])
-    assert stats.holm([0.6, 0.9]) == pytest.approx([1.0, 1.0])
-    assert stats.holm([0.02, math.nan, 0.04]) == pytest.approx([0.04, math.nan, 0.04], nan_ok=True)  # m = 2
+    assert stats.adjust_pvalues([0.6, 0.9]) == pytest.approx([1.0, 1.0])
+    assert stats.adjust_pvalues([0.02, math.nan, 0.04]) == pytest.approx([0.04, math.nan, 0.04], nan_ok=True)  # m = 2
 
 
 def test_seed_ranges():
@@ -82,7 +82,7 @@ def test_usefulness_counts_and_holm_column():
     result = stats.usefulness(table, ["uniform", "good", "same"])
     rows = {(r["dataset"], r["strategy"]): r for r in result["rows"]}
     assert rows[("a", "good")]["significant_holm"] and not rows[("b", "same")]["significant"]
-    assert [r["p_holm"] for r in result["rows"]] == pytest.approx(stats.holm([r["p"] for r in result["rows"]]))
+    assert [r["p_holm"] for r in result["rows"]] == pytest.approx(stats.adjust_pvalues([r["p"] for r in result["rows"]]))
     assert result["counts"]["by_dataset"]["b"]["tests"] == 2
     assert result["counts"]["by_strategy"]["same"]["significant"] == 0
 
