@@ -162,3 +162,80 @@ def test_by_default_the_oracles_are_left_out_and_unavailable_strategies_named(tm
                           log=lambda line: None)
     assert named.strategies == ["uniform", "bso"] and len(named.table["sonar"]["bso"]) == 2
     assert not any("oracles left out" in line for line in named.provenance)
+
+
+# --- against statsmodels' own documented cases ---------------------------------------------
+# statsmodels/stats/tests/test_tost.py (statsmodels 0.14/0.15): the "clinic" data, columns
+# var1 and var2, rows 1-15 group 1 and rows 16-30 group 2, and the results of R's
+# equivalence::tost(..., eps = 0.6) stored there as tost_clinic_paired_1, tost_clinic_paired,
+# tost_clinic_indep_1 and tost_clinic_indep (statsmodels checks ttost_paired and ttost_ind
+# against them).
+CLINIC_VAR1 = [2.84, 2.51, 2.41, 2.95, 3.14, 3.79, 4.14, 3.85, 3.02, 3.45, 5.37, 3.81, 4.19, 3.16, 3.84,
+               2.60, 2.82, 2.18, 3.46, 4.01, 3.04, 3.47, 4.06, 2.91, 3.59, 4.51, 3.16, 3.86, 3.31, 3.02]
+CLINIC_VAR2 = [4.00, 3.26, 4.14, 3.42, 3.25, 4.34, 4.97, 4.31, 3.11, 3.41, 5.02, 4.21, 4.59, 5.30, 4.32,
+               3.76, 3.66, 3.65, 3.60, 3.48, 2.87, 3.24, 3.92, 3.99, 4.21, 4.21, 3.31, 3.61, 2.97, 2.73]
+
+
+@pytest.mark.parametrize("column, p_value, ci_diff, se_diff, verdict", [
+    # tost_clinic_paired_1: t = tost(-clinic$var1[16:30] + clinic$var1[1:15], eps=0.6), "rejected"
+    (CLINIC_VAR1, 0.003166881489265175, (-0.0744336620516462, 0.4037669953849797), 0.1357514067862445,
+     "equivalent"),
+    # tost_clinic_paired: the same on var2, "not rejected"
+    (CLINIC_VAR2, 0.4412034046017588, (0.1261653305099018, 0.999168002823431), 0.2478276410785118,
+     "inconclusive"),
+])
+def test_gate_tost_reproduces_r_equivalence_tost_paired(column, p_value, ci_diff, se_diff, verdict):
+    d = np.subtract(column[:15], column[15:])
+    result = stats.paired_tests(d, margin=0.6, alpha=0.05)
+    assert result.p_tost == pytest.approx(p_value, rel=1e-10)
+    assert result.ci == pytest.approx(ci_diff, rel=1e-10)  # R's ci_diff is the 1 - 2 alpha interval
+    assert result.verdict == verdict
+    assert stats.t_interval(d, 0.90) == pytest.approx(ci_diff, rel=1e-10)
+    assert result.p_difference == pytest.approx(2 * sps.t.sf(abs(d.mean()) / se_diff, 14), rel=1e-10)
+
+
+@pytest.mark.parametrize("column, df, se_diff", [
+    (CLINIC_VAR1, 26.7484787582315, 0.2531625991083627),  # tost_clinic_indep_1 (Welch)
+    (CLINIC_VAR2, 24.11000151062728, 0.2149871904637392),  # tost_clinic_indep (Welch)
+])
+def test_welch_reproduces_r_equivalence_tost_independent(column, df, se_diff):
+    x, y = np.array(column[:15]), np.array(column[15:])
+    result = stats.welch(x.mean(), x.std(ddof=1), 15, y.mean(), y.std(ddof=1), 15)
+    assert result.df == pytest.approx(df, rel=1e-10)
+    assert result.t == pytest.approx((x.mean() - y.mean()) / se_diff, rel=1e-10)
+    assert result.p == pytest.approx(2 * sps.t.sf(abs(result.t), df), rel=1e-10)
+
+
+def test_paired_difference_test_matches_ttest_rel_and_its_edge_rules():
+    after, before = [0.70, 0.74, 0.78, 0.71], [0.70, 0.72, 0.75, 0.71]
+    reference = sps.ttest_rel(after, before)
+    assert stats.paired_difference_test(after, before) == pytest.approx((reference.statistic, reference.pvalue))
+    assert stats.paired_difference_test([0.7], [0.7]) == (0.0, 1.0)  # nothing moved, even one pair
+    assert all(math.isnan(v) for v in stats.paired_difference_test([0.71, 0.81], [0.70, 0.80]))  # no spread
+    assert all(math.isnan(v) for v in stats.paired_difference_test([0.71], [0.70]))
+
+
+# --- Friedman and Nemenyi by hand ------------------------------------------------------------
+
+def test_friedman_and_nemenyi_hand_computed():
+    # 4 trials x 3 strategies; per-trial ranks (1 = best AUBC): a 1,1,1,2  b 2,3,2,1  c 3,2,3,3
+    # rank sums R = 5, 8, 11; chi2 = 12 / (N k (k+1)) * sum R^2 - 3 N (k+1)
+    #                             = 12 / 48 * (25 + 64 + 121) - 48 = 4.5, df 2: p = exp(-4.5 / 2)
+    # CD = 2.343 * sqrt(3 * 4 / (6 * 4)) = 1.657 > 2.75 - 1.25: no pair differs
+    table = {"d": _table({"a": [0.9, 0.9, 0.9, 0.8], "b": [0.8, 0.7, 0.8, 0.9], "c": [0.7, 0.8, 0.7, 0.7]})}
+    result = stats.average_rank(table, ["a", "b", "c"])["datasets"]["d"]
+    assert [result["ranks"][s]["mean"] for s in "abc"] == [1.25, 2.0, 2.75]
+    assert result["friedman"]["statistic"] == pytest.approx(4.5)
+    assert result["friedman"]["p"] == pytest.approx(math.exp(-2.25))
+    assert result["cd"] == pytest.approx(2.343 * math.sqrt(0.5), abs=1e-3) and result["different"] == []
+
+
+@pytest.mark.parametrize("alpha, q_table", [
+    # Demsar (2006), JMLR 7, Table 5(a): critical values q_alpha of the Nemenyi test, k = 2..10
+    (0.05, [1.960, 2.343, 2.569, 2.728, 2.850, 2.949, 3.031, 3.102, 3.164]),
+    (0.10, [1.645, 2.052, 2.291, 2.459, 2.589, 2.693, 2.780, 2.855, 2.920]),
+])
+def test_nemenyi_q_alpha_is_demsar_table_5(alpha, q_table):
+    for k, q in zip(range(2, 11), q_table):
+        n = 7
+        assert stats.nemenyi_cd(k, n, alpha) / math.sqrt(k * (k + 1) / (6 * n)) == pytest.approx(q, abs=1e-3)
