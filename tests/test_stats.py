@@ -11,6 +11,7 @@ from scipy import stats as sps
 from audit.analysis import stats
 from audit.analysis import strategy_stats as analyses
 from audit.cli.main import main
+from audit.errors import AuditError
 
 
 def _table(columns: dict[str, list[float]]) -> dict[str, dict[int, float]]:
@@ -126,10 +127,23 @@ def test_cli_end_to_end_sonar(tmp_path, capsys):
     assert text.startswith("protocol lu2023 (spec ") and "trial seeds: sonar 0-2 (3)" in text
     rows = list(csv.DictReader((out / "usefulness.csv").read_text().splitlines()))
     assert [(r["dataset"], r["strategy"], r["n"]) for r in rows] == [("sonar", "us-c", "3")]
-    assert main(["rank", "--datasets", "sonar", *common, "--out", str(tmp_path / "rank")]) == 0
-    assert "0 to run, 6 already stored" in capsys.readouterr().err  # the rerun reuses the store
+    refs = tmp_path / "refs.csv"
+    refs.write_text("paper,table,dataset,strategy,metric,mean,scale,aubc_variant\n"
+                    "mine,T1,sonar,uniform,accuracy,70.0,percent,lu2023_code\n"
+                    "mine,T1,sonar,us-c,accuracy,75.5,percent,lu2023_code\n")
+    assert main(["rank", "--datasets", "sonar", *common, "--out", str(tmp_path / "rank"), "--references", str(refs)]) == 0
+    captured = capsys.readouterr()
+    assert "0 to run, 6 already stored" in captured.err  # the rerun reuses the store
+    assert f"published: rank of each strategy's published mean AUBC" in captured.out and "sonar published" in captured.out
     ranks = list(csv.DictReader((tmp_path / "rank" / "rank.csv").read_text().splitlines()))
     assert float(ranks[0]["sonar mean"]) + float(ranks[1]["sonar mean"]) == pytest.approx(3.0)
+    assert [(r["strategy"], r["sonar published rank"]) for r in ranks] == [("uniform", "2"), ("us-c", "1")]
+    assert main(["usefulness", "--datasets", "sonar", *common, "--out", str(tmp_path / "u2"), "--references", str(refs)]) == 0
+    rows = list(csv.DictReader((tmp_path / "u2" / "usefulness.csv").read_text().splitlines()))
+    assert [r["published_gain"] for r in rows] == ["0.05500"]
+    refs.write_text(refs.read_text() + "mine,T1,nosuch,us-c,accuracy,75.5,percent,lu2023_code\n")
+    assert main(["usefulness", "--datasets", "sonar", *common, "--out", str(tmp_path / "u3"), "--references", str(refs)]) == 2
+    assert "refs.csv:4: unknown data set 'nosuch'" in capsys.readouterr().err and not (tmp_path / "u3").exists()
     assert main(["runs-needed", "--dataset", "sonar", "--protocol", "lu2023", "--strategies", "us-c",
                  "--trials", "3", "--store", str(store), "--no-progress", "--out", str(tmp_path / "rn")]) == 0
     assert "no k in" in capsys.readouterr().out  # k = 3 is not below n = 3
@@ -239,3 +253,37 @@ def test_nemenyi_q_alpha_is_demsar_table_5(alpha, q_table):
     for k, q in zip(range(2, 11), q_table):
         n = 7
         assert stats.nemenyi_cd(k, n, alpha) / math.sqrt(k * (k + 1) / (6 * n)) == pytest.approx(q, abs=1e-3)
+
+
+def test_published_columns_beside_the_reproduced_figures():
+    base = [0.70, 0.72, 0.71, 0.69]
+    table = {"d": _table({"uniform": base, "a": [v + 0.02 for v in base], "b": [v - 0.01 for v in base]})}
+    c = analyses.Collected(table, ["uniform", "a", "b"], ["provenance"], 1, "lu2023",
+                           published={"d": {"uniform": 0.80, "a": 0.8125, "b": None}}, references="refs.csv")
+    text, header, rows = analyses.usefulness_text(c, stats.usefulness(table, c.strategies))
+    assert header[-1] == "published_gain" and [r[-1] for r in rows] == ["0.01250", "-"]  # b has no published mean
+    assert "from refs.csv" in text
+    text, header, rows = analyses.rank_text(c, stats.average_rank(table, c.strategies))
+    assert header[-1] == "d published rank" and [r[-1] for r in rows] == ["2", "1", "-"]
+    assert analyses.published_ranks({"x": 0.7, "y": 0.7, "z": 0.9}, ["x", "y", "z"]) == {"x": 2.5, "y": 2.5, "z": 1.0}
+    plain, header, _ = analyses.rank_text(analyses.Collected(table, c.strategies, ["provenance"], 1, "lu2023"),
+                                          stats.average_rank(table, c.strategies))
+    assert "published" not in plain and "published" not in " ".join(header)  # without --references: as before
+
+
+def test_published_means_pick_as_reproduce_does(tmp_path):
+    from audit.analysis.references import read_user_table
+    from audit.engine.datasets import REGISTRY
+    from audit.protocols import load_protocol
+
+    lu = load_protocol("lu2023")
+    path = tmp_path / "refs.csv"
+    path.write_text("paper,table,dataset,strategy,metric,mean,scale,aubc_variant\n"
+                    "mine,T1,heart,uniform,accuracy,0.8051,fraction,lu2023_code\n"
+                    "mine,T1,heart,us-c,roc_auc,0.90,fraction,lu2023_code\n"  # another metric: not this protocol's
+                    "mine,T1,heart,qbc,accuracy,81.30,percent,lu2023_code\n")
+    refs = read_user_table(path, REGISTRY, lu.strategies)
+    published = analyses.published_means(lu, {"heart": {}}, ["uniform", "us-c", "qbc"], refs)
+    assert published == {"heart": {"uniform": 0.8051, "us-c": None, "qbc": pytest.approx(0.8130)}}
+    with pytest.raises(AuditError, match="--references is for usefulness and rank"):
+        analyses.run_command("wtl", "lu2023", ["heart"], references=path)
