@@ -20,7 +20,7 @@ from audit.analysis.compat import (
     strategy_id,
     summarise_grids,
 )
-from audit.analysis.stats import holm
+from audit.analysis.stats import adjust_pvalues
 from audit.engine.datasets import names
 from audit.engine.models import ModelSpec, parse_model, split_specs
 from audit.engine.runner import RoundRecord, TrialResult, run_trial
@@ -41,7 +41,7 @@ def test_column_where_the_diagonal_is_best_and_beats_both_off_diagonal_cells():
     assert result["verdict"] == "compatible best, significant vs 2/2"
     raw = [stats.ttest_rel(BASE + NOISE, BASE + 0.03).pvalue, stats.ttest_rel(BASE - NOISE + 0.01, BASE + 0.03).pvalue]
     assert [c["p"] for c in result["comparisons"]] == pytest.approx(raw)
-    assert [c["p_holm"] for c in result["comparisons"]] == pytest.approx(holm(raw))
+    assert [c["p_holm"] for c in result["comparisons"]] == pytest.approx(adjust_pvalues(raw))
     assert result["comparisons"][0]["mean_difference"] == pytest.approx(np.mean(NOISE) - 0.03)
 
 
@@ -55,7 +55,7 @@ def test_column_where_a_non_compatible_query_model_is_better():
     lr, rf = BASE - 0.05 + np.roll(NOISE, 1), BASE + 0.002 + NOISE * 4
     result = judge_column("svm-rbf", column(BASE, lr=lr, rf=rf))
     assert result["compatible_best"] is False and result["best_query_model"] == "rf"
-    p_holm = holm([stats.ttest_rel(lr, BASE).pvalue, stats.ttest_rel(rf, BASE).pvalue])[1]
+    p_holm = adjust_pvalues([stats.ttest_rel(lr, BASE).pvalue, stats.ttest_rel(rf, BASE).pvalue])[1]
     assert result["verdict"] == f"non-compatible rf query better, p = {p_holm:.3g} (Holm; not significant)"
     clear = judge_column("svm-rbf", column(BASE, lr=BASE + 0.02 + NOISE, rf=BASE - 0.01 + NOISE))
     assert clear["verdict"].startswith("non-compatible lr query better, p = ") and clear["verdict"].endswith(

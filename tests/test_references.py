@@ -171,7 +171,7 @@ def test_transcription_reproduces_the_csv_files(tmp_path):
     ("clean1", "vr", None, None, None),                        # printed TLE: no reference
 ])
 def test_lu2023_picks_the_paper_then_the_repository_table(dataset, strategy, table, mean, sd):
-    from audit.analysis.reproduce import pick_reference
+    from audit.analysis.references import pick_reference
     from audit.protocols import load_protocol
 
     ref = pick_reference(load_protocol("lu2023"), dataset, strategy)

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from audit.analysis.compare import summarise
-from audit.analysis.stats import holm, paired_test
+from audit.analysis.stats import adjust_pvalues, paired_test
 from audit.engine.destinations import check_report_dir, write_directory
 from audit.engine.metrics import get_variant
 from audit.engine.models import BUILDERS, ModelSpec, parse_model
@@ -87,7 +87,7 @@ def judge_column(task: str, column: dict[str, dict[int, float]], alpha: float = 
     for q, values in column.items():
         if q != task:
             comparisons.append({"query_model": q, **paired_test(column.get(task, {}), values)})
-    for c, p_holm in zip(comparisons, holm([c["p"] for c in comparisons])):
+    for c, p_holm in zip(comparisons, adjust_pvalues([c["p"] for c in comparisons])):
         c["p_holm"] = p_holm
         c["significant"] = bool(p_holm < alpha)
     result = {"task_model": task, "means": means, "comparisons": comparisons, "alpha": alpha}

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
+from audit.analysis.stats import paired_difference_test
 from audit.engine.destinations import check_report_dir, write_directory
 from audit.engine.models import ModelSpec
 from audit.engine.replay import ReproduceRequest, execute_replay, plan_replay
@@ -76,11 +76,7 @@ def compare_members(reference: list[TrialResult], other: list[TrialResult]) -> d
     divergence = [first_divergence(a, b) for a, b in pairs]
     diverged = [d for d in divergence if d is not None]
     diffs = np.array([b.aubc - a.aubc for a, b in pairs])
-    if len(pairs) > 1 and np.any(diffs != diffs[0]):
-        test = stats.ttest_rel([b.aubc for _, b in pairs], [a.aubc for a, _ in pairs])
-        t, p = float(test.statistic), float(test.pvalue)
-    else:
-        t, p = (0.0, 1.0) if np.all(diffs == 0) else (math.nan, math.nan)
+    t, p = paired_difference_test([b.aubc for _, b in pairs], [a.aubc for a, _ in pairs])
     return {
         "paired_trials": len(pairs),
         "identical": len(pairs) - len(diverged),

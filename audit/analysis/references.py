@@ -8,6 +8,7 @@ from typing import Iterable
 
 from audit.errors import AuditError
 from audit.paths import REFERENCE_DIR
+from audit.protocols import Protocol
 
 COLUMNS = ("paper", "table", "row", "dataset", "strategy", "batch_size", "metric",
            "mean", "sd", "n", "scale", "aubc_variant", "note")
@@ -143,3 +144,17 @@ def read_user_table(path: str | Path, datasets: Iterable[str], strategies: Itera
     if not refs:
         raise AuditError(f"reference table {path} has no rows")
     return refs
+
+
+def pick_reference(protocol: Protocol, dataset: str, strategy: str,
+                   table: list[Reference] | None = None) -> Reference | None:
+    """The published number a cell is compared with, by the protocol's table preference;
+    from a user's ``table`` when one is given (any paper), else from reference_results/."""
+    wanted = {"dataset": dataset, "strategy": strategy, "metric": protocol.aubc_metric,
+              "batch_size": protocol.batch_size}
+    found = (select(table, **wanted) if table is not None
+             else load_references(paper=protocol.reference_paper, **wanted))
+    refs = [r for r in found if r.mean is not None]
+    rank = {t: i for i, t in enumerate(protocol.reference_tables)}
+    refs.sort(key=lambda r: rank.get(r.table, len(rank)))
+    return refs[0] if refs else None

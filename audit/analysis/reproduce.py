@@ -23,9 +23,8 @@ from audit.analysis.diagnose.counterfactual import (
 from audit.analysis.diagnose.detectors import lint
 from audit.analysis.references import (
     Reference,
-    load_references,
+    pick_reference,
     read_user_table,
-    select,
 )
 from audit.analysis.stats import welch
 from audit.engine.datasets import REGISTRY, label_runs
@@ -55,22 +54,6 @@ class ReproduceOutcome:
 
 def _nan_to_none(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else float(value)
-
-
-
-
-def pick_reference(protocol: Protocol, dataset: str, strategy: str,
-                   table: list[Reference] | None = None) -> Reference | None:
-    """The published number a cell is compared with, by the protocol's table preference;
-    from a user's ``table`` when one is given (any paper), else from reference_results/."""
-    wanted = {"dataset": dataset, "strategy": strategy, "metric": protocol.aubc_metric,
-              "batch_size": protocol.batch_size}
-    found = (select(table, **wanted) if table is not None
-             else load_references(paper=protocol.reference_paper, **wanted))
-    refs = [r for r in found if r.mean is not None]
-    rank = {t: i for i, t in enumerate(protocol.reference_tables)}
-    refs.sort(key=lambda r: rank.get(r.table, len(rank)))
-    return refs[0] if refs else None
 
 
 def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialResult],

@@ -2,8 +2,15 @@
 and Nemenyi, win/tie/loss, and how many runs a ranking needs.
 
 Every statistical computation of al-audit lives here, as pure functions: the t-intervals,
-Welch test and detectable difference of the verdicts, the gate's paired tests, Holm, and
-the analyses, each over a per-trial table that `audit.analysis.strategy_stats.collect` fills from the store.
+Welch test and detectable difference of the verdicts, the gate's paired tests, the paired
+tests of compat and crosscheck, Holm, and the analyses, each over a per-trial table that
+`audit.analysis.strategy_stats.collect` fills from the store. The tests themselves are the
+field's libraries: statsmodels for t-intervals (``DescrStatsW.tconfint_mean``), Welch
+(``CompareMeans.ttest_ind``), the gate's t-test and TOST (``DescrStatsW.ttest_mean`` /
+``ttost_mean``, what ``ttost_paired`` runs on the differences) and Holm (``multipletests``);
+scipy for paired t-tests (``ttest_rel``), Friedman (``friedmanchisquare``) and the
+studentized range behind Nemenyi. Written out here are only the two power sizes
+(detectable difference, trials needed), textbook normal-then-t approximations.
 
 Choices (documented in the README):
 - usefulness (lu2023 Section 5.3): tau = AUBC(q) - AUBC(Uniform) on the same trial seed;
@@ -32,6 +39,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.weightstats import CompareMeans, DescrStatsW
 
 from audit.errors import AuditError
 
@@ -62,28 +70,27 @@ def _paired(per_strategy: dict[str, dict[int, float]], strategies: Sequence[str]
     return seeds, matrix.reshape(len(seeds), len(strategies))
 
 
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values (statsmodels); a NaN stays NaN and is not counted in the family."""
+def adjust_pvalues(pvalues: Sequence[float], method: str = "holm") -> list[float]:
+    """Multiple-comparison adjusted p-values, statsmodels' ``multipletests`` (Holm's step-down
+    by default); a NaN stays NaN and is not counted in the family."""
     p = np.asarray(pvalues, dtype=float)
     adjusted = np.full(p.shape, math.nan)
     finite = ~np.isnan(p)
     if finite.any():
-        adjusted[finite] = multipletests(p[finite], method="holm")[1]
+        adjusted[finite] = multipletests(p[finite], method=method)[1]
     return adjusted.tolist()
 
 
 # --- t-distribution statistics (every module's t-intervals, tests and power sizes) --------
 
 def t_interval(values: Sequence[float], level: float) -> tuple[float, float]:
-    """Two-sided t-interval of the mean with the sample SD (ddof=1) and df = n - 1.
-
-    Written out rather than scipy's ``t.interval``, which differs from it in the last bit
-    for about 1% of samples: stored reports stay bit-identical."""
+    """Two-sided t-interval of the mean with the sample SD and df = n - 1: statsmodels'
+    ``DescrStatsW.tconfint_mean``. NaN below two values."""
     v = np.asarray(values, dtype=float)
     if v.size < 2:
         return (math.nan, math.nan)
-    half = stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
-    return (float(v.mean() - half), float(v.mean() + half))
+    low, high = DescrStatsW(v).tconfint_mean(alpha=1 - level)
+    return (float(low), float(high))
 
 
 def detectable_difference(n: int, ci95: tuple[float, float], power: float) -> float:
@@ -103,20 +110,25 @@ class WelchResult:
     p: float
 
 
+def _summary_sample(mean: float, sd: float, n: int) -> DescrStatsW:
+    """A sample known only by its mean, sample SD (ddof=1) and size, as statsmodels takes it:
+    two values mean -/+ sd*sqrt((n-1)/n) with frequency weights n/2 each have exactly that
+    mean, that sample SD and n observations."""
+    spread = sd * math.sqrt((n - 1) / n)
+    return DescrStatsW(np.array([mean - spread, mean + spread]), weights=np.array([n / 2, n / 2]))
+
+
 def welch(mean1: float, sd1: float, n1: int, mean2: float, sd2: float, n2: int) -> WelchResult | None:
-    """Welch's unequal-variance t-test from summary statistics (sample SDs).
+    """Welch's unequal-variance t-test from summary statistics (sample SDs): statsmodels'
+    ``CompareMeans.ttest_ind(usevar="unequal")`` with its Welch-Satterthwaite df.
 
     None when it is undefined: a group of fewer than two, or both SDs zero.
     """
-    if n1 < 2 or n2 < 2:
+    if n1 < 2 or n2 < 2 or sd1 == sd2 == 0:
         return None
-    v1, v2 = sd1**2 / n1, sd2**2 / n2
-    se = math.sqrt(v1 + v2)
-    if se == 0:
-        return None
-    t = (mean1 - mean2) / se
-    df = (v1 + v2) ** 2 / (v1**2 / (n1 - 1) + v2**2 / (n2 - 1))
-    return WelchResult(t, df, float(2 * stats.t.sf(abs(t), df)))
+    t, p, df = CompareMeans(_summary_sample(mean1, sd1, n1), _summary_sample(mean2, sd2, n2)).ttest_ind(
+        usevar="unequal")
+    return WelchResult(float(t), float(df), float(p))
 
 
 @dataclass(frozen=True)
@@ -163,12 +175,10 @@ def paired_tests(differences: Iterable[float], margin: float, alpha: float) -> P
         return PairedTests(n, mean, sd, None, (mean, mean), p_diff, p_tost, verdict, None)
     if n < 2:
         return PairedTests(n, mean, sd, None, (math.nan, math.nan), math.nan, math.nan, "inconclusive", None)
-    se, df = sd / math.sqrt(n), n - 1
-    p_diff = float(2 * stats.t.sf(abs(mean) / se, df))
-    p_lower = float(stats.t.sf((mean + margin) / se, df))   # H0: mean <= -margin
-    p_upper = float(stats.t.cdf((mean - margin) / se, df))  # H0: mean >= +margin
-    p_tost = max(p_lower, p_upper)
-    half = float(stats.t.ppf(1 - alpha, df)) * se
+    sample = DescrStatsW(d)
+    p_diff = float(sample.ttest_mean(0)[1])
+    p_tost = float(sample.ttost_mean(-margin, margin)[0])  # H0: mean <= -margin or mean >= +margin
+    low, high = sample.tconfint_mean(alpha=2 * alpha)
     if p_tost < alpha:
         verdict = "equivalent"
     elif p_diff < alpha and abs(mean) > margin:
@@ -178,21 +188,29 @@ def paired_tests(differences: Iterable[float], margin: float, alpha: float) -> P
     needed = trials_needed(mean, sd, margin, alpha) if verdict == "inconclusive" else None
     if needed is not None:
         needed = max(needed, n + 1)
-    return PairedTests(n, mean, sd, mean / sd, (mean - half, mean + half), p_diff, p_tost, verdict, needed)
+    return PairedTests(n, mean, sd, mean / sd, (float(low), float(high)), p_diff, p_tost, verdict, needed)
+
+
+def paired_difference_test(after: Sequence[float], before: Sequence[float]) -> tuple[float, float]:
+    """(t, two-sided p) of scipy's paired ``ttest_rel`` of after - before. Every difference 0
+    (even one pair): (0, 1), nothing moved. Fewer than two pairs, or one constant non-zero
+    difference: NaN, no spread to test against."""
+    diffs = np.asarray(after, float) - np.asarray(before, float)
+    if diffs.size and np.all(diffs == 0):
+        return 0.0, 1.0
+    if diffs.size < 2 or np.ptp(diffs) == 0:
+        return math.nan, math.nan
+    test = stats.ttest_rel(after, before)
+    return float(test.statistic), float(test.pvalue)
 
 
 def paired_test(diagonal: dict[int, float], other: dict[int, float]) -> dict[str, Any]:
     """Paired t-test of an off-diagonal cell against the diagonal on the trials both finished."""
     seeds = sorted(set(diagonal) & set(other))
-    diffs = np.array([other[s] - diagonal[s] for s in seeds])
-    if len(seeds) < 2:
-        t, p = math.nan, math.nan
-    elif np.all(diffs == 0):
-        t, p = 0.0, 1.0
-    else:
-        test = stats.ttest_rel([other[s] for s in seeds], [diagonal[s] for s in seeds])
-        t, p = float(test.statistic), float(test.pvalue)
-    return {"n_pairs": len(seeds), "mean_difference": float(diffs.mean()) if seeds else math.nan, "t": t, "p": p}
+    after, before = [other[s] for s in seeds], [diagonal[s] for s in seeds]
+    t, p = paired_difference_test(after, before) if len(seeds) > 1 else (math.nan, math.nan)
+    mean = float(np.mean(np.subtract(after, before))) if seeds else math.nan
+    return {"n_pairs": len(seeds), "mean_difference": mean, "t": t, "p": p}
 
 
 def paired_improvement(q: np.ndarray, baseline: np.ndarray, ddof: int = 1) -> dict[str, float]:
@@ -217,7 +235,7 @@ def usefulness(table: Table, strategies: Sequence[str], ddof: int = 1, alpha: fl
                 continue
             _, m = _paired(per, [sid, BASELINE])
             rows.append({"dataset": dataset, "strategy": sid, **paired_improvement(m[:, 0], m[:, 1], ddof)})
-    for row, adjusted in zip(rows, holm([r["p"] for r in rows])):
+    for row, adjusted in zip(rows, adjust_pvalues([r["p"] for r in rows])):
         row["p_holm"] = adjusted
         row["significant"] = bool(row["p"] < alpha)
         row["significant_holm"] = bool(adjusted < alpha)

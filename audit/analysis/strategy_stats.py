@@ -19,9 +19,12 @@ from audit.analysis.stats import (
     format_table,
     runs_needed,
     seed_ranges,
+    trial_ranks,
     usefulness,
     win_tie_loss,
 )
+from audit.analysis.references import Reference, pick_reference, read_user_table
+from audit.engine.datasets import REGISTRY
 from audit.engine.destinations import check_report_dir, write_directory
 from audit.engine.metrics import get_variant
 from audit.engine.replay import ReproduceRequest, execute_replay, plan_replay
@@ -39,6 +42,8 @@ class Collected:
     provenance: list[str]
     sd_ddof: int
     protocol: str
+    published: dict[str, dict[str, float | None]] | None = None  # with --references: data set -> strategy -> mean
+    references: str | None = None  # the table's path, for the text
 
 
 def collect(protocol: str | Protocol, datasets: Sequence[str], strategies: Sequence[str] | None = None,
@@ -107,13 +112,37 @@ def write_outputs(out_dir: Path, name: str, text: str, header: Sequence[str], ro
     return out_dir
 
 
+def published_means(protocol: Protocol, table: Table, strategies: Sequence[str], references: Sequence[Reference]
+                    ) -> dict[str, dict[str, float | None]]:
+    """{data set: {strategy: published mean AUBC on the 0-1 scale, None where the table has none}},
+    picked from a user's table as `audit reproduce` picks (:func:`audit.analysis.references.pick_reference`)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for dataset in table:
+        out[dataset] = {}
+        for sid in strategies:
+            ref = pick_reference(protocol, dataset, sid, list(references))
+            out[dataset][sid] = None if ref is None else ref.mean_fraction
+    return out
+
+
+def _published_line(c: Collected, what: str) -> list[str]:
+    return [f"published: {what}, from {c.references} ('-' where it has no mean)"] if c.references else []
+
+
 def usefulness_text(c: Collected, result: dict[str, Any]) -> tuple[str, list[str], list[list[Any]]]:
-    """(printed text, CSV header, CSV rows) of `audit usefulness`."""
+    """(printed text, CSV header, CSV rows) of `audit usefulness`; with a reference table,
+    the published gain mean(strategy) - mean(uniform) as a last column."""
     header = ["dataset", "strategy", "n", "mean_tau", "sd_tau", "t", "p_one_sided", "p_holm", "significant",
               "significant_holm"]
     rows = [[r["dataset"], r["strategy"], r["n"], format_number(r["mean_tau"], ".5f"), format_number(r["sd_tau"], ".5f"),
              format_number(r["t"], ".3f"), format_number(r["p"], ".3g"), format_number(r["p_holm"], ".3g"),
              "yes" if r["significant"] else "no", "yes" if r["significant_holm"] else "no"] for r in result["rows"]]
+    if c.published is not None:
+        header.append("published_gain")
+        for row, r in zip(rows, result["rows"]):
+            pub = c.published[r["dataset"]]
+            gain = None if pub[r["strategy"]] is None or pub[BASELINE] is None else pub[r["strategy"]] - pub[BASELINE]
+            row.append(format_number(gain, ".5f"))
     counts = result["counts"]
     count_rows = [[f"strategy {k}", v["significant"], v["significant_holm"], v["tests"]]
                   for k, v in counts["by_strategy"].items()]
@@ -121,10 +150,18 @@ def usefulness_text(c: Collected, result: dict[str, Any]) -> tuple[str, list[str
                    for k, v in counts["by_dataset"].items()]
     text = "\n".join(c.provenance + [
         f"tau = AUBC(strategy) - AUBC(uniform) on the same trial seed; paired t-test, one-sided "
-        f"(improvement), alpha {result['alpha']}; Holm over all {len(rows)} tests", "",
+        f"(improvement), alpha {result['alpha']}; Holm over all {len(rows)} tests",
+        *_published_line(c, "published_gain = published mean AUBC(strategy) - published mean AUBC(uniform), 0-1 scale"), "",
         format_table(header, rows), "", "significant improvements over uniform (lu2023 Figure 5)",
         format_table(["group", "significant", "significant (Holm)", "tests"], count_rows)])
     return text, header, rows
+
+
+def published_ranks(means: dict[str, float | None], strategies: Sequence[str]) -> dict[str, float | None]:
+    """Rank of each strategy's published mean among those that have one (1 = best, ties averaged)."""
+    known = [s for s in strategies if means.get(s) is not None]
+    ranks = dict(zip(known, trial_ranks([[means[s] for s in known]])[0].tolist())) if known else {}
+    return {s: ranks.get(s) for s in strategies}
 
 
 def rank_text(c: Collected, result: dict[str, Any]) -> tuple[str, list[str], list[list[Any]]]:
@@ -136,6 +173,15 @@ def rank_text(c: Collected, result: dict[str, Any]) -> tuple[str, list[str], lis
             for s in c.strategies]
     shown = [[s] + [f"{a} ({b})" for a, b in zip(r[1:1 + len(datasets)], r[1 + len(datasets):])]
              for s, r in zip(c.strategies, rows)]
+    shown_header = ["strategy"] + list(datasets)
+    if c.published is not None:
+        for d in datasets:
+            ranks = published_ranks(c.published[d], c.strategies)
+            header.append(f"{d} published rank")
+            shown_header.append(f"{d} published")
+            for row, show, s in zip(rows, shown, c.strategies):
+                row.append(format_number(ranks[s], "g"))
+                show.append(format_number(ranks[s], "g"))
     tests = []
     for d, e in datasets.items():
         fr = e["friedman"]
@@ -143,8 +189,10 @@ def rank_text(c: Collected, result: dict[str, Any]) -> tuple[str, list[str], lis
                       "-" if fr is None else f"{fr['p']:.3g}", format_number(e["cd"], ".3f"),
                       "; ".join(f"{a}/{b}" for a, b in e["different"]) or "none"])
     text = "\n".join(c.provenance + [
-        "rank within each trial seed by AUBC (1 = best, ties averaged); mean (SD) over trials (lu2023 Table 3)", "",
-        format_table(["strategy"] + list(datasets), shown), "",
+        "rank within each trial seed by AUBC (1 = best, ties averaged); mean (SD) over trials (lu2023 Table 3)",
+        *_published_line(c, "rank of each strategy's published mean AUBC among those listed with one "
+                            "(1 = best, ties averaged)"), "",
+        format_table(shown_header, shown), "",
         f"Friedman test per data set; Nemenyi CD = q_alpha*sqrt(k(k+1)/(6N)), alpha {result['alpha']}, "
         f"N = trials, k = {len(c.strategies)}",
         format_table(["dataset", "N", "chi2", "p", "CD", "pairs with mean-rank difference > CD"], tests)])
@@ -179,15 +227,21 @@ def runs_needed_text(c: Collected, dataset: str, result: dict[str, Any]) -> tupl
 def run_command(command: str, protocol: str, datasets: Sequence[str], strategies: Sequence[str] | None = None,
                 trials: int | None = None, jobs: int = 1, data_dir: str | None = None,
                 store: str | Path = ".audit-store.sqlite", out: str | Path | None = None, progress: bool = True,
-                samples: int = 1000) -> tuple[str, Path]:
-    """Collect, analyse and write one of usefulness, rank, wtl, runs-needed; returns (text, output dir)."""
+                samples: int = 1000, references: str | Path | None = None) -> tuple[str, Path]:
+    """Collect, analyse and write one of usefulness, rank, wtl, runs-needed; returns (text, output dir).
+    ``references`` (usefulness and rank): a user's published table, shown beside the figures."""
     if command == "runs-needed" and samples < 1:
         raise AuditError(f"--samples must be a positive number, not {samples}")
+    if references is not None and command not in ("usefulness", "rank"):
+        raise AuditError(f"{command} shows no published number; --references is for usefulness and rank")
     require = BASELINE if command in ("usefulness", "runs-needed") else None
     spec = load_protocol(protocol)
+    ref_table = None if references is None else read_user_table(references, REGISTRY, spec.strategies)
     out_dir = Path(out) if out else Path("reports") / f"{command}-{spec.name}"
     check_report_dir(out_dir, create_parents=out is None)  # before any trial: al-audit replaces only its own
     c = collect(spec, datasets, strategies, trials, jobs, data_dir, store, progress, require)
+    if ref_table is not None:
+        c = replace(c, published=published_means(spec, c.table, c.strategies, ref_table), references=str(references))
     if command == "usefulness":
         text, header, rows = usefulness_text(c, usefulness(c.table, c.strategies, c.sd_ddof))
     elif command == "rank":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from audit.cli.options import COUNT, csv_list, replay_options
+from audit.cli.options import COUNT, csv_list, references_option, replay_options
 from audit.errors import AuditError
 
 
@@ -25,7 +25,7 @@ def _stats(args: argparse.Namespace) -> int:
     text, out_dir = run_command(args.command, args.protocol, datasets,
                                 csv_list(args.strategies) if args.strategies else None, args.trials, args.jobs,
                                 args.data_dir, args.store, args.out, not args.no_progress,
-                                getattr(args, "samples", 1000))
+                                getattr(args, "samples", 1000), getattr(args, "references", None))
     print(text)
     print(f"\ntables: {out_dir}/{args.command}.csv")
     return 0
@@ -82,6 +82,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         sp.add_argument("--strategies", help="comma-separated strategy ids (default: every query strategy "
                         "that runs here, the reference oracles bso and greedy-oracle left out)")
         replay_options(sp, f"output directory (default reports/{name}-<protocol>)")
+        if name in ("usefulness", "rank"):
+            references_option(sp, "your own published table (the reference_results/ schema; see `audit references "
+                              "check`): adds a published column, " + (
+                                  "the published gain mean(strategy) - mean(uniform)" if name == "usefulness"
+                                  else "the rank of each strategy's published mean"))
         sp.set_defaults(func=_stats)
 
     cp = sub.add_parser("compat", help="query-model x task-model grid for uncertainty sampling (lu2023 Section 5.1)")

@@ -106,6 +106,11 @@ def replay_options(sp: argparse.ArgumentParser, out_help: str) -> None:
     sp.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def references_option(sp: argparse.ArgumentParser, help_text: str) -> None:
+    """--references FILE.csv: a user's published table in the reference_results/ schema."""
+    sp.add_argument("--references", metavar="FILE.csv", help=help_text)
+
+
 def force_option(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--force", action="store_true", help="replace an earlier al-audit report in the output "
                     "directory even when it held strategies or trials this one lacks")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from audit.cli.options import COUNT, SECONDS, csv_list, force_option, replay_options
+from audit.cli.options import COUNT, SECONDS, csv_list, force_option, references_option, replay_options
 
 
 def _reproduce(args: argparse.Namespace) -> int:
@@ -79,8 +79,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("--out", help="report directory (default reports/<protocol>-<dataset>)")
     rep.add_argument("--retry-errors", action="store_true", help="rerun trials stored as errors")
     force_option(rep)
-    rep.add_argument("--references", metavar="FILE.csv", help="compare with your own published table "
-                     "(the reference_results/ schema; see `audit references check`) instead of the shipped ones")
+    references_option(rep, "compare with your own published table (the reference_results/ schema; see "
+                      "`audit references check`) instead of the shipped ones")
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")
     rep.set_defaults(func=_reproduce)
 
