@@ -24,7 +24,7 @@ import numpy as np
 import adapters
 from audit.analysis.compare import CONSISTENT, DISCREPANT_1, DISCREPANT_5, NOT_RUN, VERDICTS
 from audit.analysis.reference_lint import lint_references
-from audit.analysis.references import load_references
+from audit.analysis.references import Reference, load_references
 from audit.analysis.reproduce import compare_cell
 from audit.analysis.stats import seed_ranges
 from audit.engine.datasets import REGISTRY, get_info, load_dataset
@@ -186,10 +186,12 @@ def _none(value: float | None) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
-def _cell(protocol: Protocol, dataset: str, strategy: str, trials: list[tuple], lint: list[int]) -> dict[str, Any]:
-    """One cell from its selected stored trials (trial_seed, status, aubc), in seed order."""
+def _cell(protocol: Protocol, dataset: str, strategy: str, trials: list[tuple], lint: list[int],
+          published: list[Reference]) -> dict[str, Any]:
+    """One cell from its selected stored trials (trial_seed, status, aubc), in seed order;
+    ``published``: the paper's rows for this data set and strategy (read once, not per cell)."""
     ok = [aubc for _, status, aubc in trials if status == "ok"]
-    compared = compare_cell(protocol, dataset, strategy, ok, no_trials=NOT_RUN)
+    compared = compare_cell(protocol, dataset, strategy, ok, published, no_trials=NOT_RUN)
     s, ref = compared.summary, compared.reference
     difference = None if compared.published is None or not ok else s.mean - compared.published
     t = None
@@ -217,6 +219,9 @@ def summarise_plan(plan: SummaryPlan, request: SummaryRequest) -> dict[str, Any]
     for dataset, strategy, seed, status, aubc, fingerprint in plan.rows:
         if fingerprint == plan.fingerprint:
             current[dataset, strategy].append((seed, status, aubc))
+    published = defaultdict(list)  # what pick_reference would read from reference_results/, read once
+    for ref in load_references(paper=protocol.reference_paper, metric=None):
+        published[ref.dataset, ref.strategy].append(ref)
     findings, marks = _lint_marks(protocol, {(d, s) for d in plan.datasets for s in plan.strategies})
     cells, seeds_of, skipped, files = [], {}, {}, {}
     for dataset in plan.datasets:
@@ -225,12 +230,12 @@ def summarise_plan(plan: SummaryPlan, request: SummaryRequest) -> dict[str, Any]
         seeds, skipped_seeds = plan_seeds(protocol, data.y, request.trials)
         seeds_of[dataset] = seeds
         if not seeds:
-            skipped[dataset] = (f"no valid trial seed under {protocol.name}: "
-                                f"{skipped_seeds[0][1] if skipped_seeds else 'none tried'}")
+            skipped[dataset] = skipped_seeds[0][1] if skipped_seeds else "no seed tried"
         wanted = set(seeds)
         for strategy in plan.strategies:
             chosen = [t for t in current.get((dataset, strategy), []) if t[0] in wanted]
-            cells.append(_cell(protocol, dataset, strategy, chosen, marks.get((dataset, strategy), [])))
+            cells.append(_cell(protocol, dataset, strategy, chosen, marks.get((dataset, strategy), []),
+                               published.get((dataset, strategy), [])))
     other = Counter(r[5] for r in plan.rows if r[5] != plan.fingerprint)
     unavailable = {}
     for sid in plan.strategies:

@@ -98,7 +98,7 @@ def count_lines(summary: dict[str, Any]) -> list[str]:
     if summary["unavailable"]:
         lines.append(f"unavailable here (never run): {', '.join(summary['unavailable'])}")
     if summary["no_valid_seed"]:
-        lines.append("no valid trial seed: " + "; ".join(f"{d} ({why})" for d, why in summary["no_valid_seed"].items()))
+        lines.append(f"no valid trial seed under {summary['protocol']['name']} (its cells are not run): " + "; ".join(f"{d} ({why})" for d, why in summary["no_valid_seed"].items()))
     return lines
 
 
@@ -137,9 +137,14 @@ def terminal_text(summary: dict[str, Any]) -> str:
                 *_aligned(DISCREPANT_HEADER, discrepant_rows(summary))]
     else:
         out.append("no discrepant cell")
-    if summary["findings"]:
-        out += ["", f"lint of the published tables (`audit lint-references {summary['protocol']['reference_paper']}`):",
-                *finding_lines(summary)]
+    paper = summary["protocol"]["reference_paper"]
+    marking = [line for f, line in zip(summary["findings"], finding_lines(summary)) if f["number"]]
+    if marking:
+        out += ["", f"lint findings beside the cells (`audit lint-references {paper}`):", *marking]
+    others = len(summary["findings"]) - len(marking)
+    if others:
+        out += [""] * (not marking) + [f"{others} {'more ' * bool(marking)}lint finding{'s' * (others != 1)} on the {paper} tables "
+                   "concern no cell shown (listed in summary.md)"]
     return "\n".join(out)
 
 
