@@ -22,16 +22,26 @@ from typing import Any, Sequence
 import numpy as np
 
 import adapters
-from audit.analysis.compare import CONSISTENT, DISCREPANT_1, DISCREPANT_5, NOT_RUN, VERDICTS
+from audit.analysis.compare import (
+    CONSISTENT,
+    DISCREPANT_1,
+    DISCREPANT_5,
+    NOT_RUN,
+    VERDICTS,
+)
 from audit.analysis.reference_lint import lint_references
 from audit.analysis.references import Reference, load_references
 from audit.analysis.reproduce import compare_cell
-from audit.analysis.stats import seed_ranges
 from audit.engine.datasets import REGISTRY, get_info, load_dataset
 from audit.engine.destinations import check_destination
 from audit.engine.metrics import get_variant
 from audit.engine.splits import plan_seeds
-from audit.engine.store import DEFAULT_STORE, fingerprint_details, fingerprint_of, open_read_only
+from audit.engine.store import (
+    DEFAULT_STORE,
+    fingerprint_details,
+    fingerprint_of,
+    open_read_only,
+)
 from audit.errors import AuditError
 from audit.protocols import Protocol, load_protocol
 from audit.report.summary import write_summary

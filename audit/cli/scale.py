@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from audit.cli.options import COUNT, SECONDS, csv_list, force_option, integer, scheduler_address
+from audit.cli.options import (
+    COUNT,
+    SECONDS,
+    csv_list,
+    force_option,
+    integer,
+    scheduler_address,
+)
 
 
 def _summary(args: argparse.Namespace) -> int:

@@ -17,7 +17,6 @@ from audit.analysis.compare import (
     NO_REFERENCE,
     NOT_RUN,
     TOO_FEW,
-    VERDICTS,
 )
 from audit.analysis.stats import seed_ranges
 from audit.engine.destinations import write_directory
