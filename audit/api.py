@@ -23,7 +23,7 @@ from audit.analysis.references import COLUMNS as REFERENCE_COLUMNS
 from audit.analysis.references import load_references
 from audit.analysis.reproduce import reproduce as _reproduce
 from audit.engine.replay import ReproduceRequest
-from audit.engine.store import DEFAULT_STORE
+from audit.engine.store import DEFAULT_STORE, open_read_only
 from audit.errors import AuditError
 from audit.protocols import Protocol, load_protocol
 
@@ -109,17 +109,7 @@ def reproduce(protocol: str | Path | Protocol, dataset: str, strategies: Sequenc
     return Replay(cells, stored, outcome.report, outcome.out_dir, outcome.ran, outcome.reused)
 
 
-def _read_only(store: str | Path) -> sqlite3.Connection:
-    path = Path(store)
-    if not path.is_file():
-        raise AuditError(f"no result store at {path}")
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        db.execute("SELECT id FROM trials LIMIT 1")
-        db.execute("SELECT trial_id FROM rounds LIMIT 1")
-    except sqlite3.Error as exc:
-        raise AuditError(f"cannot read the result store {path}: {exc}") from None
-    return db
+_read_only = open_read_only
 
 
 def _where(filters: dict[str, Any]) -> tuple[str, list[Any]]:
@@ -169,6 +159,33 @@ def rounds(store: str | Path = DEFAULT_STORE, protocol: str | None = None, datas
                          " FROM rounds r JOIN trials t ON t.id = r.trial_id{where}"
                          " ORDER BY t.protocol, t.dataset, t.strategy, t.trial_seed, t.fingerprint, r.round",
                   {"protocol": protocol, "dataset": dataset, "strategy": strategy, "fingerprint": fingerprint})
+
+
+def summary(protocol: str | Path | Protocol, store: str | Path = DEFAULT_STORE, datasets: Sequence[str] | str | None = None,
+            strategies: Sequence[str] | None = None, trials: int | None = None,
+            data_dir: str | None = None) -> pd.DataFrame:
+    """The data set x strategy matrix of `audit summary`, one row per cell (the columns of
+    summary.csv), read from ``store`` without running or writing anything.
+
+    ``datasets``: None for those with trials in the store, "all" for every one the protocol
+    covers (cells without trials are "not run"); ``trials``: the first N valid trial seeds
+    of each data set, as `audit reproduce --trials N` would use (None: the protocol's count).
+    ``attrs`` hold the provenance, the counts and the lint findings on the published tables.
+    """
+    from audit.analysis.summary import SummaryRequest, summary_table
+    from audit.report.summary import CSV_COLUMNS, csv_rows
+
+    table = summary_table(SummaryRequest(protocol=protocol if isinstance(protocol, Protocol) else str(protocol),
+                                         datasets=datasets, strategies=list(strategies) if strategies else strategies,
+                                         trials=trials, store=store, data_dir=data_dir))
+    frame = pd.DataFrame(csv_rows(table), columns=list(CSV_COLUMNS))
+    frame.insert(0, "protocol", table["protocol"]["name"])
+    frame.attrs.update({"protocol": table["protocol"]["name"], "spec_hash": table["protocol"]["spec_hash"],
+                        "aubc_variant": table["protocol"]["aubc_variant"], "environment": table["environment"],
+                        "code": table["code"], "fingerprint": table["fingerprint"],
+                        "trial_seeds": table["seeds"]["used"], "counts": table["counts"],
+                        "findings": table["findings"]})
+    return frame
 
 
 def protocol(name_or_path: str | Path) -> Protocol:

@@ -26,6 +26,8 @@ DISCREPANT_5 = "discrepant at 5%"
 DISCREPANT_1 = "discrepant at 1%"
 NO_REFERENCE = "no reference"
 TOO_FEW = "too few trials"
+NOT_RUN = "not run"  # `audit summary`: no successful trial stored for the cell
+VERDICTS = (CONSISTENT, DISCREPANT_5, DISCREPANT_1, NO_REFERENCE, TOO_FEW, NOT_RUN)
 LOW_POWER_TOLERANCE = 0.02  # AUBC (fraction): a consistent cell unable to detect this difference says little
 POWER = 0.8  # of the detectable difference behind the low-power flag
 

@@ -30,6 +30,7 @@ class ReferenceFinding:
     finding: str
     datasets: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
+    suspects: tuple[str, ...] = ()  # the sources of the rows it casts doubt on (`audit summary` marks their cells)
 
     def line(self) -> str:
         where = f" [{compact_sources(self.sources)}]" if self.sources else ""
@@ -95,8 +96,11 @@ def identical_columns(refs: list[Reference], facts: dict) -> list[ReferenceFindi
             else:
                 text += ": one column most likely copies the other"
             held = same + near
+            doubted = (a,) if b[0] == "uniform" else (a, b)  # a column equal to uniform's fell back to it
             found.append(ReferenceFinding("identical-columns", why is None, text, tuple(held),
-                                          tuple(columns[c][d].source for d in held for c in (a, b))))
+                                          tuple(columns[c][d].source for d in held for c in (a, b)),
+                                          tuple(columns[c][d].source for d in held for c in doubted)
+                                          if why is None else ()))
     return found or [ReferenceFinding("identical-columns", False, "no column copies another")]
 
 
@@ -133,7 +137,7 @@ def extreme_labels(refs: list[Reference], facts: dict) -> list[ReferenceFinding]
         found.append(ReferenceFinding(
             "extreme-labels", True, f"{ref.paper} {ref.table} {ref.dataset} ({ref.metric}): {text}; {table}'s extreme: "
             f"{', '.join(f'{_name((c.strategy, c.batch_size))} {c.mean:g}' for c in holders)}", (ref.dataset,),
-            (ref.source, *(c.source for c in holders))))
+            (ref.source, *(c.source for c in holders)), (ref.source,)))
     skipped = f" ({unchecked} more have no per-strategy table to check against)" if unchecked else ""
     return found or [ReferenceFinding("extreme-labels", False,
                                       f"all {checked} BEST/WORST labels are their table's extremes{skipped}")]
@@ -151,7 +155,7 @@ def mean_range(refs: list[Reference], facts: dict) -> list[ReferenceFinding]:
     if not bad:
         return [ReferenceFinding("mean-range", False, "every mean lies in [0, 1] after its table's scale")]
     return [ReferenceFinding("mean-range", True, f"{r.paper} {r.table} {r.dataset} {r.strategy}: mean {r.mean:g} "
-                             f"({r.scale}) is {r.mean_fraction:g} on the 0-1 scale", (r.dataset,), (r.source,))
+                             f"({r.scale}) is {r.mean_fraction:g} on the 0-1 scale", (r.dataset,), (r.source,), (r.source,))
             for r in bad]
 
 

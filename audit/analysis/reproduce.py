@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 import adapters
-from audit.analysis.compare import detectable_difference, low_power, summarise, verdict
+from audit.analysis.compare import CellSummary, detectable_difference, low_power, summarise, verdict
 from audit.analysis.diagnose.counterfactual import (
     diagnose_cell,
     is_discrepant,
@@ -56,16 +56,43 @@ def _nan_to_none(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else float(value)
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """One cell's stored AUBCs against its published reference: what `audit reproduce` and
+    `audit summary` both report, computed in one place."""
+
+    summary: CellSummary
+    reference: Reference | None
+    published: float | None  # the reference's mean on the 0-1 scale
+    verdict: str
+    low_power: bool
+    welch: dict[str, float] | None
+
+
+def compare_cell(protocol: Protocol, dataset: str, strategy: str, aubcs: list[float],
+                 table: list[Reference] | None = None, no_trials: str = "no successful trials") -> Comparison:
+    """The successful trials' AUBCs of one cell against the published number (the t-interval
+    verdict of audit.analysis.compare, and a Welch test where the reference has SD and n);
+    ``no_trials`` is the verdict of a cell without any."""
+    summary = summarise(aubcs, protocol.sd_ddof)
+    ref = pick_reference(protocol, dataset, strategy, table)
+    published = ref.mean_fraction if ref else None
+    verdict_text = verdict(summary, published) if aubcs else no_trials
+    welch_test = None
+    if ref and ref.sd is not None and ref.n and ref.n > 1 and summary.n > 1:
+        w = welch(summary.mean, float(np.std(aubcs, ddof=1)), summary.n,
+                  published, ref.sd / (100 if ref.scale == "percent" else 1), ref.n)
+        welch_test = None if w is None else {"t": w.t, "df": w.df, "p": w.p}
+    return Comparison(summary, ref, published, verdict_text, low_power(summary, verdict_text), welch_test)
+
+
 def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialResult],
           table: list[Reference] | None = None) -> dict[str, Any]:
     spec = protocol.strategy(strategy)
     cls = adapters.strategy_class(spec.implementation)
-    ok = [r for r in results if r.status == "ok"]
-    summary = summarise([r.aubc for r in ok], protocol.sd_ddof)
-    ref = pick_reference(protocol, dataset, strategy, table)
-    published = ref.mean_fraction if ref else None
+    compared = compare_cell(protocol, dataset, strategy, [r.aubc for r in results if r.status == "ok"], table)
+    summary, ref = compared.summary, compared.reference
     query_model = protocol.query_model_for(spec)
-    verdict_text = verdict(summary, published) if ok else "no successful trials"
     cell: dict[str, Any] = {
         "strategy": strategy, "status": "ok", "implementation": spec.implementation,
         "library": cls.library_version(), "params": spec.params,
@@ -79,10 +106,10 @@ def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialRe
                    for r in results if r.status != "ok"],
         "mean": _nan_to_none(summary.mean), "sd": _nan_to_none(summary.sd),
         "ci95": [_nan_to_none(v) for v in summary.ci95], "ci99": [_nan_to_none(v) for v in summary.ci99],
-        "published_mean": published,
-        "verdict": verdict_text, "low_power": low_power(summary, verdict_text),
+        "published_mean": compared.published,
+        "verdict": compared.verdict, "low_power": compared.low_power,
         "detectable_difference": _nan_to_none(detectable_difference(summary)),
-        "reference": None, "welch": None,
+        "reference": None, "welch": compared.welch,
         "warnings": sorted({w for r in results for w in r.warnings}),
         # {fit path: trials}: the bit-identical fast paths or scikit-learn's own code (audit.fast.policy)
         "fast_paths": dict(sorted(collections.Counter(r.fast_path or "not recorded" for r in results).items())),
@@ -90,10 +117,6 @@ def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialRe
     if ref:
         cell["reference"] = {"paper": ref.paper, "table": ref.table, "row": ref.row, "source": ref.source,
                              "aubc_variant": ref.aubc_variant, "sd": ref.sd, "n": ref.n, "note": ref.note}
-        if ref.sd is not None and ref.n and ref.n > 1 and summary.n > 1:
-            w = welch(summary.mean, float(np.std([r.aubc for r in ok], ddof=1)), summary.n,
-                      published, ref.sd / (100 if ref.scale == "percent" else 1), ref.n)
-            cell["welch"] = None if w is None else {"t": w.t, "df": w.df, "p": w.p}
     return cell
 
 

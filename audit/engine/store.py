@@ -259,6 +259,26 @@ def _inspect(db: sqlite3.Connection, path: Path) -> tuple[int, list[str]]:
     return version, [t for t in layout if t not in tables]
 
 
+def open_read_only(path: str | Path) -> sqlite3.Connection:
+    """A read-only connection to an existing al-audit store (the Python API, `audit summary`):
+    reading never changes a user's file. A missing file or one without the trials and rounds
+    tables is refused with one line."""
+    path = Path(path)
+    if not path.is_file():
+        raise AuditError(f"no result store at {path}")
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise AuditError(f"cannot read the result store {path}: {exc}") from None
+    try:
+        db.execute("SELECT id FROM trials LIMIT 1")
+        db.execute("SELECT trial_id FROM rounds LIMIT 1")
+    except sqlite3.Error as exc:
+        db.close()
+        raise AuditError(f"cannot read the result store {path}: {exc}") from None
+    return db
+
+
 def _reported(action: str, after: str = "") -> Callable:
     """A ResultStore method whose SQLite errors become one line naming the store and what failed."""
     def decorate(method: Callable) -> Callable:
