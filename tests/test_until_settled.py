@@ -98,3 +98,105 @@ def test_cs_interval_holds_what_is_not_excluded():
     # wider at 99% than at 95%
     lo99, hi99 = betting_cs(x, 0.01)
     assert lo99[-1] <= lower[-1] and hi99[-1] >= upper[-1]
+
+
+# --- the rounds of a real replay: zhan2021 Uniform on sonar ------------------------------
+# Its published value (0.617, zhan2021 Table 5) is far below a shuffled-pool replay (about
+# 0.76). No bound valid for every distribution on [0, 1] can exclude it at 1% after 10 trials:
+# a distribution with mean 0.617 may put 18% of its mass at 0 and the rest at 0.756, and then
+# ten draws all near 0.756 have probability 0.82^10 = 0.14. The 99% betting CS excludes it at
+# about n = 35, so with a maximum of 50 the cell settles at the round ending at n = 40.
+
+import json  # noqa: E402
+import sqlite3  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import audit  # noqa: E402
+from audit.analysis.settled import schedule  # noqa: E402
+from audit.api import CELL_COLUMNS, SETTLED_COLUMNS  # noqa: E402
+from audit.report.sections import TABLE_HEADER  # noqa: E402
+
+MAXIMUM = 50
+
+
+def test_schedule():
+    assert schedule(100) == [10, 20, 40, 70, 100]
+    assert schedule(50) == [10, 20, 40, 50]
+    assert schedule(30) == [10, 20, 30]
+    assert schedule(7) == [7]
+
+
+@pytest.fixture(scope="module")
+def settled_run(tmp_path_factory, sonar):
+    where = tmp_path_factory.mktemp("settled")
+    done = subprocess.run([sys.executable, "-m", "audit.cli.main", "reproduce", "zhan2021", "--dataset", "sonar",
+                           "--strategies", "uniform", "--trials", str(MAXIMUM), "--until-settled", "--no-diagnose",
+                           "--no-progress", "--store", str(where / "store.sqlite"), "--out", str(where / "report")],
+                          capture_output=True, text=True, cwd=where)
+    assert done.returncode == 0, done.stderr
+    return where, done
+
+
+def _stored_seeds(store) -> list[int]:
+    db = sqlite3.connect(store)
+    try:
+        return [r[0] for r in db.execute("SELECT trial_seed FROM trials WHERE strategy='uniform' ORDER BY trial_seed")]
+    finally:
+        db.close()
+
+
+def test_a_far_published_value_settles_early(settled_run):
+    where, done = settled_run
+    report = json.loads((where / "report" / "report.json").read_text())
+    cell = report["strategies"][0]
+    settle = cell["settle"]
+    assert settle["settled_at"] == settle["trials_run"] == cell["n_trials"] == 40 < MAXIMUM
+    assert cell["verdict"] == "discrepant at 1%" and settle["alpha"] == 0.01
+    assert settle["cs99"][1] < 1 and not settle["cs99"][0] <= cell["published_mean"] <= settle["cs99"][1]
+    assert report["settled"]["boundary"] == "betting CS" and "Waudby-Smith" in report["settled"]["source"]
+    assert report["settled"]["rounds"] == [10, 20, 40, 50]
+    # the stored trials are exactly the first 40 trial seeds of the fixed run's plan
+    assert _stored_seeds(where / "store.sqlite") == report["seeds"]["trial_seeds"][:40]
+    per_trial = (where / "report" / "per_trial.csv").read_text().splitlines()
+    assert len(per_trial) == 1 + 40
+    # the terminal table, report.md and report.html show the trials the cell needed
+    for text in (done.stdout, (where / "report" / "report.md").read_text(),
+                 (where / "report" / "report.html").read_text()):
+        assert "40 of 50" in text and "settled at n=40 by betting CS (alpha 0.01)" in text
+    assert "until settled: betting CS" in done.stdout and "Waudby-Smith" in done.stdout
+    assert "settled: uniform at n=40" in done.stderr
+
+
+def test_a_consistent_cell_runs_to_the_maximum_and_reuses_the_stored_trials(settled_run):
+    where, _ = settled_run
+    values = [r for r in (where / "report" / "per_trial.csv").read_text().splitlines()[1:]]
+    mean = float(np.mean([float(line.split(",")[2]) for line in values]))
+    table = where / "mine.csv"
+    table.write_text("paper,table,dataset,strategy,metric,mean,scale,aubc_variant\n"
+                     f"mine,Table 1,sonar,uniform,accuracy,{mean:.4f},fraction,zhan2021_code\n")
+    replay = audit.reproduce("zhan2021", "sonar", strategies=["uniform"], trials=MAXIMUM,
+                             store=where / "store.sqlite", out=where / "mine", references=table,
+                             diagnose=False, until_settled=True)
+    assert (replay.ran, replay.reused) == (10, 40)  # the first 40 came from the settled run
+    cell = replay.cells.iloc[0]
+    assert list(replay.cells.columns) == [*CELL_COLUMNS, *SETTLED_COLUMNS]
+    assert cell.trials_run == cell.n == MAXIMUM and cell.settled_at is None or math.isnan(cell.settled_at)
+    assert cell.stop == f"ran to n={MAXIMUM}" and cell.verdict.startswith("consistent")
+    assert cell.cs99_low < mean < cell.cs99_high
+    assert len(replay.trials) == MAXIMUM
+    assert _stored_seeds(where / "store.sqlite") == replay.report["seeds"]["trial_seeds"]
+
+
+def test_without_the_flag_nothing_changes(settled_run):
+    where, _ = settled_run
+    replay = audit.reproduce("zhan2021", "sonar", strategies=["uniform"], trials=MAXIMUM,
+                             store=where / "store.sqlite", out=where / "fixed", diagnose=False)
+    assert replay.ran == 0  # every trial stored by the settled runs
+    assert "settled" not in replay.report and "settle" not in replay.report["strategies"][0]
+    assert list(replay.cells.columns) == list(CELL_COLUMNS)
+    assert replay.cells.iloc[0].verdict == "discrepant at 1%"  # the settled verdict, at n = 50 by t-intervals
+    md = (where / "fixed" / "report.md").read_text()
+    assert "until settled" not in md.lower()
+    header = md.split("## AUBC per strategy")[1].split("```")[1].splitlines()[1]
+    assert header.split()[:3] == list(TABLE_HEADER[:3]) and header.endswith(TABLE_HEADER[-1])
