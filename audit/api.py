@@ -34,6 +34,7 @@ TRIAL_COLUMNS = ("protocol", "dataset", "strategy", "trial_seed", "status", "aub
                  "error", "fingerprint", "code")
 ROUND_COLUMNS = ("protocol", "dataset", "strategy", "trial_seed", "round", "n_labeled", "accuracy", "f1",
                  "roc_auc", "fit_seconds", "query_seconds")
+SETTLED_COLUMNS = ("trials_run", "settled_at", "stop", "cs95_low", "cs95_high", "cs99_low", "cs99_high")
 COMPARE_KEYS = ("dataset", "strategy")
 
 
@@ -69,13 +70,22 @@ def _cell_row(report: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any]:
             "ci99_low": ci99[0], "ci99_high": ci99[1], "published_mean": cell.get("published_mean"),
             "verdict": cell["verdict"], "reference": _reference_label(cell.get("reference")),
             "welch_p": (cell.get("welch") or {}).get("p"), "library": cell.get("library"),
-            "aubc_variant": report["protocol"]["aubc_variant"]}
+            "aubc_variant": report["protocol"]["aubc_variant"],
+            **(_settled_row(cell) if report.get("settled") else {})}
+
+
+def _settled_row(cell: dict[str, Any]) -> dict[str, Any]:
+    s = cell.get("settle") or {}
+    cs95, cs99 = s.get("cs95") or (None, None), s.get("cs99") or (None, None)
+    return {"trials_run": s.get("trials_run", 0), "settled_at": s.get("settled_at"), "stop": s.get("stop"),
+            "cs95_low": cs95[0], "cs95_high": cs95[1], "cs99_low": cs99[0], "cs99_high": cs99[1]}
 
 
 def reproduce(protocol: str | Path | Protocol, dataset: str, strategies: Sequence[str] | None = None,
               trials: int | None = None, jobs: int = 1, store: str | Path | None = None,
               out: str | Path | None = None, diagnose: bool = True, data_dir: str | None = None,
-              references: str | Path | None = None, force: bool = False, progress: bool = False) -> Replay:
+              references: str | Path | None = None, force: bool = False, progress: bool = False,
+              until_settled: bool = False) -> Replay:
     """Replay ``protocol`` on ``dataset`` (what `audit reproduce` does) and return its tables.
 
     Defaults as the CLI's: every available strategy, the protocol's trial count, the store
@@ -83,6 +93,10 @@ def reproduce(protocol: str | Path | Protocol, dataset: str, strategies: Sequenc
     published numbers of reference_results/ (``references``: a CSV table of your own). An
     earlier report in ``out`` with more in it is replaced only with ``force``. Progress
     lines go to stderr only when ``progress`` is true.
+
+    ``until_settled``: trials in rounds, each cell stopped once the 99% betting confidence
+    sequence excludes its published value (`audit reproduce --until-settled`); ``trials`` is
+    then the maximum, and ``cells`` gains the columns of SETTLED_COLUMNS.
     """
     if isinstance(strategies, str):
         raise AuditError("strategies must be a list of strategy ids, not one string")
@@ -94,17 +108,23 @@ def reproduce(protocol: str | Path | Protocol, dataset: str, strategies: Sequenc
                                dataset=dataset, strategies=list(strategies) if strategies else None,
                                trials=trials, jobs=jobs, data_dir=data_dir,
                                store=DEFAULT_STORE if store is None else store, out=out, progress=progress,
-                               no_diagnose=not diagnose, references=references, force=force)
+                               no_diagnose=not diagnose, references=references, force=force,
+                               until_settled=bool(until_settled))
     log = (lambda line: print(line, file=sys.stderr)) if progress else (lambda line: None)
     outcome = _reproduce(request, log)
     attrs = _provenance(outcome.report)
-    cells = pd.DataFrame([_cell_row(outcome.report, c) for c in outcome.report["strategies"]],
-                         columns=list(CELL_COLUMNS))
+    columns = list(CELL_COLUMNS) + (list(SETTLED_COLUMNS) if until_settled else [])
+    cells = pd.DataFrame([_cell_row(outcome.report, c) for c in outcome.report["strategies"]], columns=columns)
     cells.attrs.update(attrs)
     stored = _stored_trials(request.store, protocol=attrs["protocol"], dataset=outcome.report["dataset"]["name"],
                           fingerprint=outcome.report["fingerprint"])
     stored = stored[stored.trial_seed.isin(attrs["trial_seeds"])
                     & stored.strategy.isin(cells.strategy)].reset_index(drop=True)
+    if until_settled:  # each cell's own trials: the first trials_run seeds
+        run = {c["strategy"]: set(attrs["trial_seeds"][:c["settle"]["trials_run"]])
+               for c in outcome.report["strategies"] if c.get("settle")}
+        keep = [seed in run.get(sid, ()) for sid, seed in zip(stored.strategy, stored.trial_seed)]
+        stored = stored[keep].reset_index(drop=True)
     stored.attrs.update(attrs)
     return Replay(cells, stored, outcome.report, outcome.out_dir, outcome.ran, outcome.reused)
 

@@ -26,6 +26,7 @@ from audit.analysis.references import (
     pick_reference,
     read_user_table,
 )
+from audit.analysis.settled import report_entry, run_rounds, settle_cell
 from audit.analysis.stats import welch
 from audit.engine.datasets import REGISTRY, label_runs
 from audit.engine.destinations import check_destination
@@ -151,11 +152,22 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
     protocol, name, data, seeds = plan.protocol, plan.dataset, plan.data, plan.seeds
     store = ResultStore(request.store)
     try:
-        fingerprint, details, ran, reused = execute_replay(plan, request, store, log)
+        rounds = None
+        if request.until_settled:
+            published = {}
+            for sid in plan.strategies:
+                ref = pick_reference(protocol, name, sid, table)
+                published[sid] = ref.mean_fraction if ref else None
+            rounds = run_rounds(plan, request, store, published, log)
+            fingerprint, details, ran, reused = rounds.fingerprint, rounds.details, rounds.ran, rounds.reused
+        else:
+            fingerprint, details, ran, reused = execute_replay(plan, request, store, log)
         cells, per_trial, curves = [], [], {}
         for sid in plan.strategies:
-            results = store.trials(protocol.name, name, sid, fingerprint, seeds)
+            results = store.trials(protocol.name, name, sid, fingerprint, rounds.seeds[sid] if rounds else seeds)
             cells.append(_cell(protocol, name, sid, results, table))
+            if rounds:
+                settle_cell(cells[-1], [r.aubc for r in results if r.status == "ok"], rounds, len(seeds))
             per_trial += [{"strategy": sid, "trial_seed": r.trial_seed, "aubc": r.aubc, "status": r.status,
                            "query_hash": r.query_hash} for r in results]
             curve = _curves(results)
@@ -188,6 +200,8 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
             "findings": [dataclasses.asdict(f) for f in lint(protocol, data)],
             "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
+        if rounds:
+            report["settled"] = report_entry(rounds, len(seeds))
         files = write_report(report, per_trial, curves, out_dir, holds, create_parents=request.out is None)
         return ReproduceOutcome(report, out_dir, files, ran, reused, plan.unavailable)
     finally:

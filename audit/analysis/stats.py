@@ -343,3 +343,86 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def format_number(value: float | None, fmt: str = ".4f") -> str:
     """A number for a table cell: "-" for None or NaN."""
     return "-" if value is None or math.isnan(value) else format(value, fmt)
+
+
+# --- anytime-valid confidence sequences (`audit reproduce --until-settled`) --------------
+
+BETTING_CS = "betting CS"
+BETTING_CS_SOURCE = ("hedged-capital betting confidence sequence with predictable plug-in bets, "
+                     "Waudby-Smith & Ramdas, 'Estimating means of bounded random variables by betting', "
+                     "JRSS-B 86(1), 2024, Theorem 3")
+BETTING_THETA = 0.5  # weight of the upward bet in the hedged capital
+BETTING_TRUNCATION = 0.75  # c in lambda <= c / m and c / (1 - m); WSR suggest 1/2 or 3/4, the larger settles sooner
+CS_GRID = 10_000  # steps of [0, 1] on which the interval's ends are read (the verdict reads the published value exactly)
+
+
+def betting_bets(x: np.ndarray, alpha: float) -> np.ndarray:
+    """The predictable plug-in bets of the betting CS, for values in [0, 1] along the last axis.
+
+    lambda_t = sqrt(2 log(2/alpha) / (sigma2_{t-1} t log(1 + t))), with the regularised running
+    mean and variance mu_t = (1/2 + sum_{i<=t} x_i) / (t + 1) and
+    sigma2_t = (1/4 + sum_{i<=t} (x_i - mu_i)^2) / (t + 1), sigma2_0 = 1/4: lambda_t uses
+    x_1..x_{t-1} only (predictable), which is what makes the capital a martingale."""
+    x = np.asarray(x, dtype=float)
+    t = np.arange(1, x.shape[-1] + 1, dtype=float)
+    mu = (0.5 + np.cumsum(x, axis=-1)) / (t + 1)
+    sigma2 = (0.25 + np.cumsum((x - mu) ** 2, axis=-1)) / (t + 1)
+    previous = np.concatenate([np.full(x.shape[:-1] + (1,), 0.25), sigma2[..., :-1]], axis=-1)
+    return np.sqrt(2 * math.log(2 / alpha) / (previous * t * np.log1p(t)))
+
+
+def betting_log_capital(x: np.ndarray, m: np.ndarray | float, alpha: float) -> np.ndarray:
+    """log K_t(m) of the hedged capital process for t = 1..n, values ``x`` in [0, 1] along the last axis.
+
+    K_t(m) = max(theta K+_t(m), (1 - theta) K-_t(m)), theta = 1/2, with
+    K+_t(m) = prod_{i<=t} (1 + min(lambda_i, c/m) (x_i - m)) and
+    K-_t(m) = prod_{i<=t} (1 - min(lambda_i, c/(1-m)) (x_i - m)), c = 3/4, lambda_i from
+    :func:`betting_bets`. When the mean is m, K+ and K- are nonnegative martingales from 1 (each
+    factor is at least 1 - c = 1/4 > 0 and has mean 1), so is theta K+ + (1 - theta) K- >= K_t(m),
+    and by Ville's inequality P(sup_t K_t(m) >= 1/alpha) <= alpha.
+    ``m`` broadcasts against ``x[..., 0]``."""
+    x = np.asarray(x, dtype=float)
+    m = np.asarray(m, dtype=float)[..., None]
+    lam = betting_bets(x, alpha)
+    with np.errstate(divide="ignore"):
+        up = np.minimum(lam, BETTING_TRUNCATION / m)
+        down = np.minimum(lam, BETTING_TRUNCATION / (1 - m))
+    log_up = np.cumsum(np.log1p(up * (x - m)), axis=-1) + math.log(BETTING_THETA)
+    log_down = np.cumsum(np.log1p(-down * (x - m)), axis=-1) + math.log(1 - BETTING_THETA)
+    return np.maximum(log_up, log_down)
+
+
+def betting_excludes(x: np.ndarray, m: np.ndarray | float, alpha: float) -> np.ndarray:
+    """Whether the level-(1 - alpha) betting CS has excluded ``m`` by each t = 1..n (boolean, last
+    axis): sup_{s<=t} K_s(m) >= 1/alpha. Valid under continuous monitoring: when the mean is m,
+    the chance that this is ever true is at most alpha."""
+    log_k = betting_log_capital(x, m, alpha)
+    return np.maximum.accumulate(log_k, axis=-1) >= math.log(1 / alpha)
+
+
+def betting_first_exclusion(values: Sequence[float], m: float, alpha: float) -> int | None:
+    """The first n (1-based) at which the betting CS at level 1 - alpha excludes ``m``; None if never."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        return None
+    hits = np.flatnonzero(betting_excludes(v, m, alpha))
+    return int(hits[0]) + 1 if hits.size else None
+
+
+def betting_cs(values: Sequence[float], alpha: float, grid: int = CS_GRID) -> tuple[np.ndarray, np.ndarray]:
+    """The betting CS's running intersection at each n: (lower, upper) arrays of length n.
+
+    The set {m in [0, 1]: sup_{s<=n} K_s(m) < 1/alpha} is evaluated on a grid of ``grid`` steps;
+    each end is moved out by one step, so the printed interval contains the set's hull (the
+    verdict itself reads :func:`betting_excludes` at the published value, not this grid)."""
+    v = np.asarray(values, dtype=float)
+    ms = np.linspace(0.0, 1.0, grid + 1)
+    kept = ~betting_excludes(np.broadcast_to(v, (ms.size, v.size)), ms, alpha)  # (grid, n)
+    lower, upper = np.full(v.size, math.nan), np.full(v.size, math.nan)
+    any_kept = kept.any(axis=0)
+    first = np.argmax(kept, axis=0)
+    last = ms.size - 1 - np.argmax(kept[::-1], axis=0)
+    step = 1.0 / grid
+    lower[any_kept] = np.maximum(ms[first[any_kept]] - step, 0.0)
+    upper[any_kept] = np.minimum(ms[last[any_kept]] + step, 1.0)
+    return lower, upper

@@ -18,7 +18,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, trial_timeout=args.trial_timeout,
         progress=not args.no_progress, retry_errors=args.retry_errors, no_diagnose=args.no_diagnose,
         force=args.force,
-        references=args.references,
+        references=args.references, until_settled=args.until_settled,
     ))
     for line in provenance_lines(outcome.report):
         print(line)
@@ -81,6 +81,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     force_option(rep)
     references_option(rep, "compare with your own published table (the reference_results/ schema; see "
                       "`audit references check`) instead of the shipped ones")
+    rep.add_argument("--until-settled", action="store_true",
+                     help="run trials in rounds (n = 10, 20, 40, 70, ...) and stop a cell as soon as a 99%% betting "
+                     "confidence sequence, valid however often it is looked at, excludes its published value "
+                     "(discrepant at 1%%); other cells run to the maximum, --trials or the protocol's count")
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")
     rep.set_defaults(func=_reproduce)
 

@@ -41,6 +41,7 @@ class ReproduceRequest:
     no_diagnose: bool = False  # skip the counterfactual replays of discrepant cells
     force: bool = False  # replace an earlier report in ``out`` even when it held more
     references: str | Path | None = None  # a user's published table; None: reference_results/
+    until_settled: bool = False  # rounds, each cell stopped once settled (audit/analysis/settled.py); trials: the maximum
 
 
 def choose_strategies(protocol: Protocol, requested: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:

@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from audit.report.sections import (
-    TABLE_HEADER,
     VERDICT_RULE,
     Section,
     provenance_lines,
+    report_row,
     report_sections,
+    settled_rule,
+    table_header,
     table_notes,
-    table_row,
 )
 
 CSS = """
@@ -34,15 +35,15 @@ li ul { font-weight: normal; color: #444; font-size: 0.92em; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: 0.85em; color: #555; }
 """
-NUMERIC_COLUMNS = {"n", "mean", "sd", "95% CI", "99% CI", "published"}
+NUMERIC_COLUMNS = {"n", "mean", "sd", "95% CI", "99% CI", "published", "trials", "99% CS at stop"}
 VERDICT_CLASSES = {"consistent": "consistent", "discrepant at 5%": "discrepant-5", "discrepant at 1%": "discrepant-1"}
 
 
 def _table(report: dict[str, Any]) -> str:
-    header = (*TABLE_HEADER, "diagnosis")
+    header = (*table_header(report), "diagnosis")
     out = ["<table id='discrepancies'>", "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in header) + "</tr>"]
     for cell in report["strategies"]:
-        values = (*table_row(cell, report["protocol"]["scale"]), (cell.get("diagnosis") or {}).get("summary", ""))
+        values = (*report_row(report, cell), (cell.get("diagnosis") or {}).get("summary", ""))
         tds = [f"<td class='num'>{escape(v)}</td>" if h in NUMERIC_COLUMNS else f"<td>{escape(v)}</td>"
                for h, v in zip(header, values)]
         css = VERDICT_CLASSES.get(cell.get("verdict", ""), "")
@@ -78,6 +79,7 @@ def render_html(report: dict[str, Any], forest_png: Path, curves_png: Path) -> s
         f"<h1>{escape(title)}</h1>",
         f"<ul class='provenance'>{provenance}</ul>",
         "<h2>AUBC per strategy: published vs reproduced</h2>", _table(report), f"<p>{escape(VERDICT_RULE)}</p>",
+        *([f"<p>{escape(settled_rule(report))}</p>"] if report.get("settled") else []),
         "<h2>Published values against the reproduced intervals</h2>",
         _figure(forest_png, "forest plot", "Reproduced mean (circle) with its 95% (thick) and 99% (thin) t-interval; "
                 "published mean (red diamond). Rows starting with ~ are the diagnosis replays of the cell above "

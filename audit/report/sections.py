@@ -45,7 +45,17 @@ def provenance_lines(report: dict[str, Any]) -> list[str]:
         f"trial seeds {seed_ranges(seeds['trial_seeds'])} ({len(seeds['trial_seeds'])} trials, "
         f"{len(seeds['skipped'])} seeds skipped); subsystem seeds {seeds['policy']}",
         f"libraries: {libs}; store fingerprint {report['fingerprint']}",
+        *settled_lines(report),
     ]
+
+
+def settled_lines(report: dict[str, Any]) -> list[str]:
+    """The provenance of `--until-settled`: the boundary, its source, its levels and the rounds."""
+    s = report.get("settled")
+    if not s:
+        return []
+    return [f"until settled: {s['boundary']} ({s['source']}) at alpha {' and '.join(f'{a:g}' for a in s['alphas'])}; "
+            f"rounds end at n = {', '.join(map(str, s['rounds']))} (at most {s['max_trials']} trials per cell)"]
 
 
 def data_property_lines(name: str) -> list[str]:
@@ -67,6 +77,36 @@ VERDICT_RULE = ("Verdict: the published mean inside the reproduced 95% t-interva
                 f"Consistent (low power): the cell could not detect a difference of {LOW_POWER_TOLERANCE:g} AUBC "
                 f"({100 * LOW_POWER_TOLERANCE:g} on the percent scale) with {POWER:.0%} power (two-sided t-test at 5%).")
 LOW_POWER_MARK = " (low power)"
+SETTLED_HEADER = ("trials", "stop", "99% CS at stop")
+
+
+def settled_rule(report: dict[str, Any]) -> str:
+    """The rule of `--until-settled` under the table ("" without it)."""
+    s = report.get("settled")
+    if not s:
+        return ""
+    stop = 1 - s["stop_alpha"]
+    return (f"Until settled: after each round a cell stops as soon as the {stop:.0%} {s['boundary']} (valid however "
+            f"often it is looked at) excludes its published mean: discrepant at {s['stop_alpha']:.0%}. Every other cell "
+            f"(the {1 - s['alphas'][0]:.0%} CS excluding it only, consistent, or no published value) runs to "
+            f"n={s['max_trials']} and gets the fixed-n t-interval verdict above. The CS columns are the anytime-valid "
+            f"intervals over the trials run.")
+
+
+def table_header(report: dict[str, Any]) -> tuple[str, ...]:
+    """TABLE_HEADER, with the columns of `--until-settled` when the report has them."""
+    return TABLE_HEADER + (SETTLED_HEADER if report.get("settled") else ())
+
+
+def report_row(report: dict[str, Any], cell: dict[str, Any]) -> tuple[str, ...]:
+    """One cell as the columns of :func:`table_header`."""
+    row = table_row(cell, report["protocol"]["scale"])
+    if not report.get("settled"):
+        return row
+    s = cell.get("settle")
+    if not s:
+        return row + ("-", "-", "-")
+    return row + (f"{s['trials_run']} of {s['max_trials']}", s["stop"], _interval(report["protocol"]["scale"], s["cs99"]))
 
 
 def table_row(cell: dict[str, Any], scale: str) -> tuple[str, ...]:
@@ -90,10 +130,11 @@ def table_notes(report: dict[str, Any]) -> list[str]:
 
 def format_table(report: dict[str, Any]) -> str:
     """The terminal / Markdown table of the cells; oracles are marked, with a note under the table."""
-    rows = [table_row(c, report["protocol"]["scale"]) for c in report["strategies"]]
-    widths = [max(len(str(r[i])) for r in [TABLE_HEADER, *rows]) for i in range(len(TABLE_HEADER))]
+    header = table_header(report)
+    rows = [report_row(report, c) for c in report["strategies"]]
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(TABLE_HEADER), line(["-" * w for w in widths]), *map(line, rows), *table_notes(report)])
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows), *table_notes(report)])
 
 
 @dataclass(frozen=True)
@@ -191,6 +232,8 @@ def markdown(report: dict[str, Any]) -> str:
     out = [f"# {p['name']} on {report['dataset']['name']}", ""]
     out += [f"- {line}" for line in provenance_lines(report)]
     out += ["", "## AUBC per strategy", "", "```", format_table(report), "```", "", VERDICT_RULE, ""]
+    if report.get("settled"):
+        out += [settled_rule(report), ""]
     for section in report_sections(report):
         out += [f"## {section.title}", ""] + ([section.intro, ""] if section.intro else [])
         for item in section.items:
