@@ -98,6 +98,19 @@ class QueryStrategy(ABC):
         self.random_state = random_state
         self.params = {**self.param_defaults, **params}
 
+    file_labels: dict[int, int] | None = None
+    """Class code -> the label value as the data file spells it, set by the runner when the
+    protocol sends a library the file's own values (``[labels] libact_binary = "file"``); None:
+    the adapter's own convention."""
+
+    @classmethod
+    def resolve_defaults(cls, params: dict[str, Any], era: str) -> dict[str, Any]:
+        """``params`` with the models they name (a committee, a bandit's arms, a KMeans)
+        given the scikit-learn era's defaults for what they leave unset (the protocol knob
+        ``[query_models] defaults``); the query model itself is resolved by the runner.
+        Unchanged for an adapter that names no model in its parameters."""
+        return params
+
     def get_params(self) -> dict[str, Any]:
         """Every parameter in effect, defaults included (sklearn-style introspection)."""
         params = dict(self.params)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from adapters.base import MISSING, QueryStrategy
-from audit.engine.models import ModelSpec
+from audit.engine.models import ModelSpec, era_defaults
 from audit.errors import AuditError, StrategyError
 
 
@@ -189,7 +189,7 @@ class LibactStrategy(QueryStrategy):
             return self._to_libact[int(value)]
         except KeyError:
             raise StrategyError(
-                f"label {int(value)} appeared after the libact dataset was built as binary (-1/+1)"
+                f"label {int(value)} appeared after the libact dataset was built as binary ({self._to_libact})"
             ) from None
 
     def _sync(self, X: np.ndarray, y: np.ndarray) -> None:
@@ -200,8 +200,10 @@ class LibactStrategy(QueryStrategy):
             if reason:
                 raise AuditError(reason)
             known = y[y != MISSING]
-            # Binary tasks go to libact as -1/+1 (lu2023's code); multi-class keeps 0..K-1.
-            self._to_libact = {0: -1, 1: 1} if known.size and known.max() <= 1 else None
+            # Binary tasks go to libact as -1/+1 (lu2023's code), or as the file spells them when
+            # the protocol says so ([labels] libact_binary = "file": zhan2021's code); multi-class keeps 0..K-1.
+            binary = known.size and known.max() <= 1
+            self._to_libact = (dict(self.file_labels) if self.file_labels else {0: -1, 1: 1}) if binary else None
             labels = [self._label(v) if v != MISSING else None for v in y]
             self._X, self._dataset = X, Dataset(X, labels)
             self._strategy = self._make_strategy(self._dataset)
@@ -259,6 +261,13 @@ class QueryByCommittee(LibactStrategy):
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self._committee = _model_specs(self.params["committee"], "committee")
+
+    @classmethod
+    def resolve_defaults(cls, params: dict[str, Any], era: str) -> dict[str, Any]:
+        committee = params.get("committee", cls.param_defaults["committee"])
+        resolved = [spec.with_defaults(era).to_data() for spec in _model_specs(committee, "committee")]
+        same = all(ModelSpec.from_data(a) == ModelSpec.from_data(b) for a, b in zip(committee, resolved))
+        return params if same else {**params, "committee": resolved}
 
     def get_params(self) -> dict[str, Any]:
         params = super().get_params()
@@ -376,6 +385,15 @@ class ActiveLearningByLearning(LibactStrategy):
         if T is not None and (isinstance(T, bool) or not isinstance(T, int) or T < 1):
             raise AuditError(f"ALBL T must be a positive integer, not {T!r}")
 
+    @classmethod
+    def resolve_defaults(cls, params: dict[str, Any], era: str) -> dict[str, Any]:
+        arms = params.get("arms", cls.param_defaults["arms"])
+        resolved = [{**arm, "model": ModelSpec.from_data(arm["model"]).with_defaults(era).to_data()}
+                    if isinstance(arm, dict) and "model" in arm else arm for arm in arms]
+        same = all(ModelSpec.from_data(a["model"]) == ModelSpec.from_data(b["model"])
+                   for a, b in zip(arms, resolved) if isinstance(a, dict) and "model" in a)
+        return params if same else {**params, "arms": resolved}
+
     def get_params(self) -> dict[str, Any]:
         params = super().get_params()
         params["arms"] = [
@@ -408,6 +426,12 @@ class Dwus(LibactStrategy):
         "n_clusters": 5, "sigma": 0.1, "max_iter": 100, "tol": 1e-4, "C": 1.0, "kmeans_param": {"n_init": 10},
     }
     model_use = "none"
+
+    @classmethod
+    def resolve_defaults(cls, params: dict[str, Any], era: str) -> dict[str, Any]:
+        kmeans = params.get("kmeans_param", cls.param_defaults["kmeans_param"])
+        resolved = {**era_defaults(era, "kmeans"), **kmeans}
+        return params if resolved == kmeans else {**params, "kmeans_param": resolved}
 
     def _make_strategy(self, dataset):
         kwargs = {**self.params, "kmeans_param": dict(self.params["kmeans_param"])}  # DWUS writes into it

@@ -155,7 +155,7 @@ def test_diagnose_cell_replays_singles_then_pairs(zhan, tmp_path):
     cell = {"strategy": "uniform", "n_trials": trials}
     try:
         nowhere = diagnose_cell(small, "sonar", {**cell, "published_mean": -1.0}, request, store)
-        singles = [h for h in nowhere["hypotheses"] if "+" not in h["hypothesis"]]
+        singles = [h for h in nowhere["hypotheses"] if "+" not in h["hypothesis"] and h["hypothesis"] != "released-all"]
         pool = next(h for h in singles if h["hypothesis"] == "pool-order")
         inside = diagnose_cell(small, "sonar", {**cell, "published_mean": pool["mean"]}, request, store)
     finally:
@@ -163,7 +163,13 @@ def test_diagnose_cell_replays_singles_then_pairs(zhan, tmp_path):
     assert pool["n"] == trials and pool["protocol"] == "zhan2021~pool-order"
     # no single flip explains -1: every pair of the relevant flips is replayed too
     pairs = {h["hypothesis"]: h for h in nowhere["hypotheses"] if "+" in h["hypothesis"]}
-    assert len(pairs) == len(singles) * (len(singles) - 1) // 2 and nowhere["summary"].startswith("unexplained; closest:")
+    assert len(pairs) == len(singles) * (len(singles) - 1) // 2
+    # ... and last the released protocol itself; outside too, the line says so
+    whole = nowhere["hypotheses"][-1]
+    assert (whole["hypothesis"], whole["protocol"], whole["n"]) == ("released-all", "zhan2021-released", trials)
+    assert nowhere["summary"] == (f"not explained by the released code (released replay {whole['mean']:.3f} "
+                                  f"[{whole['ci95'][0]:.3f}, {whole['ci95'][1]:.3f}], published -1.000 outside)")
+    assert "released-all" not in {h["hypothesis"] for h in inside["hypotheses"]}
     both = pairs["pool-order+split"]
     assert both["label"] == "unshuffled pool + released split draws" and both["n"] == trials
     assert both["mean"] != pool["mean"]  # the released draws put other rows in the pool
@@ -193,3 +199,17 @@ def test_pair_flip_applies_both_knobs(zhan, released):
     both = combine(keyed["pool-order"], keyed["split"]).flip(zhan, released, "uniform")
     assert both.split.pool_order == "file" and both.split.method == "zhan2021-released"
     assert both.strategy("uniform").params == {"order": "pool"} and both.scaling == zhan.scaling
+
+
+def test_released_code_knobs_are_hypotheses_only_where_they_can_change_the_cell(zhan, released):
+    def keys(sid, name):
+        return {h.key for h, _ in derived_protocols(zhan, released, sid, data=_data(name))}
+
+    assert "library-defaults" in keys("us-nc", "sonar") and "library-defaults" in keys("qbc", "sonar")
+    assert "library-defaults" not in keys("quire", "sonar") | keys("dwus", "sonar") | keys("hintsvm", "sonar")
+    # sonar has no equal rows with different labels, haberman has; the lookup is libact's only
+    assert "label-lookup" not in keys("us-nc", "sonar") and "label-lookup" in keys("us-nc", "haberman")
+    assert "label-lookup" not in keys("margin", "haberman")
+    # the file's labels reach libact: different only where the file is not labelled -1/+1
+    assert "libact-labels" not in keys("hintsvm", "sonar") and "libact-labels" in keys("hintsvm", "parkinsons")
+    assert "libact-labels" not in keys("margin", "parkinsons")

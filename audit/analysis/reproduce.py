@@ -21,6 +21,7 @@ from audit.analysis.diagnose.counterfactual import (
     not_diagnosed,
 )
 from audit.analysis.diagnose.detectors import lint
+from audit.analysis.diagnose.shared import shared_causes
 from audit.analysis.references import (
     Reference,
     pick_reference,
@@ -162,9 +163,10 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
             fingerprint, details, ran, reused = rounds.fingerprint, rounds.details, rounds.ran, rounds.reused
         else:
             fingerprint, details, ran, reused = execute_replay(plan, request, store, log)
-        cells, per_trial, curves = [], [], {}
+        cells, per_trial, curves, audited = [], [], {}, {}
         for sid in plan.strategies:
             results = store.trials(protocol.name, name, sid, fingerprint, rounds.seeds[sid] if rounds else seeds)
+            audited[sid] = {r.trial_seed: float(r.aubc) for r in results if r.status == "ok"}
             cells.append(_cell(protocol, name, sid, results, table))
             if rounds:
                 settle_cell(cells[-1], [r.aubc for r in results if r.status == "ok"], rounds, len(seeds))
@@ -178,6 +180,14 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
                 cell["diagnosis"] = not_diagnosed(protocol, "diagnosis not run (--no-diagnose)", "not run")
             elif protocol.released:
                 cell["diagnosis"] = diagnose_cell(protocol, name, cell, request, store, log)
+        # discrepant cells off in one direction, tested together (paired by trial seed)
+        shared = shared_causes(cells, audited, {c["strategy"]: adapters.strategy_class(c["implementation"]).library
+                                                for c in cells})
+        for entry in shared:
+            log(entry["line"])
+        for cell in cells:  # the per-seed values served the pooled test; the report keeps the summaries
+            for row in (cell.get("diagnosis") or {}).get("hypotheses", []):
+                row.pop("per_seed", None)
         for sid, reason in plan.unavailable.items():
             ref = pick_reference(protocol, name, sid, table)
             implementation = protocol.strategy(sid).implementation
@@ -197,6 +207,7 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
             "environment": details["versions"], "code": details["code"], "fingerprint": fingerprint,
             "seeds": {"trial_seeds": seeds, "skipped": [list(s) for s in plan.skipped], "policy": protocol.seeds},
             "strategies": cells,
+            "shared_causes": shared,
             "findings": [dataclasses.asdict(f) for f in lint(protocol, data)],
             "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }

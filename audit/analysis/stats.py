@@ -426,3 +426,45 @@ def betting_cs(values: Sequence[float], alpha: float, grid: int = CS_GRID) -> tu
     lower[any_kept] = np.maximum(ms[first[any_kept]] - step, 0.0)
     upper[any_kept] = np.minimum(ms[last[any_kept]] + step, 1.0)
     return lower, upper
+
+
+# --- cross-cell ("shared cause") statistics ----------------------------------------------
+
+def per_seed_offsets(per_cell: Sequence[dict[int, float]], targets: Sequence[float]) -> dict[int, float]:
+    """Per trial seed that every cell finished, the mean over the cells of (AUBC - target):
+    the cells of one replay share their splits, so the seed is the unit, not the cell."""
+    if not per_cell:
+        return {}
+    seeds = sorted(set.intersection(*(set(values) for values in per_cell)))
+    return {s: float(np.mean([values[s] - t for values, t in zip(per_cell, targets)])) for s in seeds}
+
+
+@dataclass(frozen=True)
+class OffsetTest:
+    """One-sample t-test of per-seed values against 0: their mean, 95% t-interval and two-sided p."""
+
+    n: int
+    mean: float
+    ci95: tuple[float, float]
+    p: float
+
+    @property
+    def covers_zero(self) -> bool:
+        lo, hi = self.ci95
+        return bool(lo <= 0.0 <= hi)
+
+
+def offset_test(values: Iterable[float]) -> OffsetTest:
+    d = np.asarray(list(values), dtype=float)
+    n = d.size
+    if n == 0:
+        return OffsetTest(0, math.nan, (math.nan, math.nan), math.nan)
+    mean = float(d.mean())
+    if n < 2:
+        return OffsetTest(n, mean, (math.nan, math.nan), math.nan)
+    described = DescrStatsW(d)
+    if described.std == 0:  # every seed moved by the same amount: exact
+        return OffsetTest(n, mean, (mean, mean), 1.0 if mean == 0 else 0.0)
+    _, p, _ = described.ttest_mean(0.0)
+    low, high = described.tconfint_mean(alpha=0.05)
+    return OffsetTest(n, mean, (float(low), float(high)), float(p))

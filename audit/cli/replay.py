@@ -25,6 +25,11 @@ def _reproduce(args: argparse.Namespace) -> int:
     print()
     print(format_table(outcome.report))
     print()
+    for cell in outcome.report["strategies"]:
+        if cell.get("diagnosis"):
+            print(f"diagnosis {cell['strategy']}: {cell['diagnosis']['summary']}")
+    for entry in outcome.report.get("shared_causes", []):
+        print(entry["line"])
     print(f"report: {outcome.out_dir}/ {', '.join(outcome.files)} "
           f"({outcome.ran} trials run, {outcome.reused} reused from {args.store})")
     return 0
@@ -59,6 +64,8 @@ def _diagnose(args: argparse.Namespace) -> int:
         if cell.get("status") == "ok":
             print(f"{cell['strategy']}: {cell['verdict']}"
                   + (f"; {cell['diagnosis']['summary']}" if cell.get("diagnosis") else ""))
+    for entry in outcome.report.get("shared_causes", []):
+        print(entry["line"])
     print(f"report: {outcome.out_dir}/ {', '.join(outcome.files)}")
     return 0
 

@@ -88,6 +88,32 @@ BUILDERS: dict[str, Callable[..., ClassifierMixin]] = {
 }
 
 
+QUERY_MODEL_DEFAULTS = ("current", "sklearn-0.19")
+ERA_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
+    "current": {},
+    # scikit-learn <= 0.19.2, which libact 0.1.6 declares: LogisticRegression's solver was
+    # liblinear (lbfgs since 0.22), SVC's gamma 'auto' = 1/d ('scale' since 0.22), KMeans ran
+    # n_init=10 starts (one since 1.4). "kmeans" is not a model spec: DWUS reads it.
+    "sklearn-0.19": {
+        "lr": {"solver": "liblinear"},
+        "sklearn.linear_model.LogisticRegression": {"solver": "liblinear"},
+        "svm-rbf": {"gamma": "auto"},
+        "svm-linear": {"gamma": "auto"},
+        "sklearn.svm.SVC": {"gamma": "auto"},
+        "kmeans": {"n_init": 10},
+    },
+}
+"""What a model's unset parameters meant in a scikit-learn era, by builder name (the
+protocol knob ``[query_models] defaults``; query and committee models only)."""
+
+
+def era_defaults(era: str, name: str) -> dict[str, Any]:
+    """The parameters a model ``name`` left unset took in ``era``, beyond today's defaults."""
+    if era not in ERA_DEFAULTS:
+        raise AuditError(f"query model defaults must be one of {', '.join(QUERY_MODEL_DEFAULTS)}, not {era!r}")
+    return dict(ERA_DEFAULTS[era].get(name, {}))
+
+
 SKLEARN_PREFIX = "sklearn."  # a model named by its class path, e.g. sklearn.naive_bayes.GaussianNB
 
 
@@ -154,8 +180,14 @@ class ModelSpec:
         """Canonical text form; equal keys mean the same model."""
         return f"{self.name}{json.dumps(self.params, sort_keys=True)}"
 
-    def build(self, random_state: int | None = None) -> ClassifierMixin:
-        return self._builder()(random_state, **dict(self.params))
+    def with_defaults(self, era: str) -> "ModelSpec":
+        """This spec with the era's defaults merged under its own params (unchanged for "current")."""
+        extra = era_defaults(era, self.name)
+        return self if not extra else ModelSpec(self.name, {**extra, **self.params})
+
+    def build(self, random_state: int | None = None, defaults: str = "current") -> ClassifierMixin:
+        """A fresh estimator; ``defaults`` names the era whose defaults fill the unset params."""
+        return self._builder()(random_state, **dict(self.with_defaults(defaults).params))
 
     def validate(self) -> "ModelSpec":
         """Build the estimator and check its parameters now, so a bad spec fails before any trial."""

@@ -173,7 +173,7 @@ def run_trial(
             warnings.simplefilter("default")
             warnings.filterwarnings("ignore", message="The `probability` parameter was deprecated",
                                     category=FutureWarning)
-            runs = _replay(protocol, X, y, protocol.strategy(strategy_id), trial_seed, jobs, companions)
+            runs = _replay(protocol, X, y, protocol.strategy(strategy_id), trial_seed, jobs, companions, dataset_name)
         variant = get_variant(protocol.aubc_variant)
         for each, rounds in zip(results, runs):
             n_labeled = [r.n_labeled for r in rounds]
@@ -219,8 +219,47 @@ def _check_companions(protocol: Protocol, spec: StrategySpec, strategy_cls: type
                              f"task model: it cannot be scored on the same queries")
 
 
+def bound_strategy(protocol: Protocol, spec: StrategySpec) -> tuple[Any, dict[str, Any]]:
+    """The query model and parameters a strategy really runs with: the models it names get the
+    protocol's ``[query_models] defaults`` for what they leave unset (the task model, and a
+    strategy querying with it, keep their explicit params)."""
+    strategy_cls = adapters.strategy_class(spec.implementation)
+    era = protocol.query_model_defaults
+    query_spec = protocol.query_model_for(spec)
+    if query_spec is not None and spec.query_model != "task":
+        query_spec = query_spec.with_defaults(era)
+    return query_spec, strategy_cls.resolve_defaults(dict(spec.params), era)
+
+
+def first_equal_row_labels(X_train: np.ndarray, y_train: np.ndarray) -> np.ndarray:
+    """Per train row, the label of the first train row (in train-layout order) with equal
+    features: what libact 0.1.6's ``IdealLabeler`` answers for a queried feature vector."""
+    _, first, inverse = np.unique(X_train, axis=0, return_index=True, return_inverse=True)
+    return y_train[first[inverse.ravel()]]
+
+
+def conflicting_duplicates(X: np.ndarray, y: np.ndarray) -> int:
+    """Rows whose features equal another row's with a different label (where the label
+    lookup by feature vector can answer a label the row does not have)."""
+    _, inverse = np.unique(X, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    labels_per_group = {}
+    for group, label in zip(inverse.tolist(), y.tolist()):
+        labels_per_group.setdefault(group, set()).add(label)
+    return int(sum(len(labels_per_group[g]) > 1 for g in inverse.tolist()))
+
+
+def file_label_values(dataset_name: str) -> dict[int, int]:
+    """Class code -> the label as the data file spells it (``[labels] libact_binary = "file"``)."""
+    from audit.engine.datasets import encode_labels, get_info
+
+    spellings = [label for label, _ in get_info(dataset_name).class_counts]
+    _, by_code = encode_labels(spellings)
+    return {code: int(float(spelling)) for code, spelling in enumerate(by_code)}
+
+
 def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec, trial_seed: int,
-            jobs: int = 1, companions: tuple[Protocol, ...] = ()) -> list[list[RoundRecord]]:
+            jobs: int = 1, companions: tuple[Protocol, ...] = (), dataset_name: str = "") -> list[list[RoundRecord]]:
     """The rounds of the trial under ``protocol``, then under each companion (see run_trial)."""
     strategy_cls = adapters.strategy_class(spec.implementation)
     _check_companions(protocol, spec, strategy_cls, companions)
@@ -239,7 +278,7 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
     budget = budget_for(protocol, split.pool.size)
 
     task_features = _Features(protocol.scaling["task"], X, split)
-    query_spec = protocol.query_model_for(spec)
+    query_spec, params = bound_strategy(protocol, spec)
     shares_task_fit = spec.query_model == "task" or (
         query_spec is not None and query_spec.key == protocol.task_model.key
         and protocol.scaling["query"] == protocol.scaling["task"]
@@ -249,8 +288,13 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
     strategy = strategy_cls(
         query_model=query_spec if strategy_cls.model_use == "own" else None,
         random_state=strategy_seed,
-        **spec.params,
+        **params,
     )
+    if protocol.libact_binary == "file":
+        strategy.file_labels = file_label_values(dataset_name)
+    # [labels] reveal: the label a queried row gets (its own, or the first equal train row's)
+    revealed = (first_equal_row_labels(task_features.X_train_raw, y_train)
+                if protocol.reveals_equal_row(strategy_cls.library) else y_train)
     if protocol.batch_size > 1 and not strategy_cls.batch:
         raise AuditError(f"{spec.id} ({spec.implementation}) does not support batch size {protocol.batch_size}")
     if strategy_cls.uses_test_labels:  # declared: it alone is given the test rows and every label
@@ -271,7 +315,7 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
         models = []
         for task_spec, task_records in zip(task_specs, records):
             t0 = time.perf_counter()
-            model = task_spec.build(model_seed).fit(task_features.X_train[positions], y_train[positions])
+            model = task_spec.build(model_seed).fit(task_features.X_train[positions], y_known[positions])
             fit_seconds = time.perf_counter() - t0
             scores = round_metrics(y_test, model.predict(task_features.X_test), n_classes)
             task_records.append(RoundRecord(round_no, positions.size, queried, fit_seconds=fit_seconds,
@@ -292,11 +336,11 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
         else:
             positions = np.flatnonzero(labeled_mask)
             query_features.update(positions)
-            query_model = query_spec.build(model_seed).fit(query_features.X_train[positions], y_train[positions])
+            query_model = query_spec.build(model_seed).fit(query_features.X_train[positions], y_known[positions])
         picked = strategy.query(query_features.X_train, y_known, query_model, batch, candidates, rng)
         query_seconds = time.perf_counter() - t0
         labeled_mask[picked] = True
-        y_known[picked] = y_train[picked]
+        y_known[picked] = revealed[picked]
         spent += batch
         task_model = fit_and_score(round_no, tuple(int(r) for r in train_rows[picked]), query_seconds)
     return records

@@ -111,6 +111,7 @@ def protocol_from_data(data: dict[str, Any], spec_hash: str) -> Protocol:
             "trials": TrialSpec(**data["trials"]),
             "task_model": model(data["task_model"]),
             "reference_tables": tuple(data["reference_tables"]),
+            "label_reveal_applies_to": tuple(data.get("label_reveal_applies_to", ())),
             "strategies": {sid: StrategySpec(s["id"], s["implementation"], dict(s["params"]), model(s["query_model"]))
                            for sid, s in data["strategies"].items()},
             "path": Path(data["path"]),

@@ -16,7 +16,7 @@ from typing import Any
 
 from audit.engine.destinations import check_name
 from audit.engine.metrics import get_variant
-from audit.engine.models import ModelSpec
+from audit.engine.models import QUERY_MODEL_DEFAULTS, ModelSpec
 from audit.errors import AuditError
 
 PROTOCOL_DIR = Path(__file__).resolve().parent
@@ -27,6 +27,13 @@ POOL_ORDERS = ("shuffled", "file")
 SCALING_SCOPES = ("none", "train", "labeled")
 SEED_SOURCES = ("trial", "spawn")
 SUBSYSTEMS = ("split", "initial", "strategy", "model")
+LABEL_REVEALS = ("row", "first-equal-row")
+LIBACT_BINARY = ("pm1", "file")
+
+# Knobs added after protocols were first hashed: at their default they are left out of the
+# spec hash, so a protocol that does not set them keeps its hash (and its stored trials).
+LATER_KNOBS = {"query_model_defaults": "current", "label_reveal": "row", "label_reveal_applies_to": [],
+               "libact_binary": "pm1"}
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,22 @@ class Protocol:
     strategies: dict[str, StrategySpec]
     path: Path
     released: str | None = None  # [diagnosis] released: the protocol of the released code, for counterfactuals
+    # [query_models] defaults: what a query or committee model's unset parameters mean, "current"
+    # (the installed scikit-learn) or "sklearn-0.19" (LR solver liblinear, SVC gamma 'auto',
+    # KMeans n_init=10); task models are unaffected (audit/engine/models.py ERA_DEFAULTS)
+    query_model_defaults: str = "current"
+    # [labels] reveal: a queried row's label is its own ("row") or that of the first train row
+    # with equal features ("first-equal-row", libact 0.1.6's IdealLabeler), for the strategies
+    # of the libraries in applies_to (empty: every strategy)
+    label_reveal: str = "row"
+    label_reveal_applies_to: tuple[str, ...] = ()
+    # [labels] libact_binary: binary labels go to libact as -1/+1 ("pm1") or as the file spells them ("file")
+    libact_binary: str = "pm1"
+
+    def reveals_equal_row(self, library: str) -> bool:
+        """Does a strategy of ``library`` learn the first equal train row's label?"""
+        return self.label_reveal == "first-equal-row" and (
+            not self.label_reveal_applies_to or library in self.label_reveal_applies_to)
 
     def strategy(self, strategy_id: str) -> StrategySpec:
         try:
@@ -114,6 +137,9 @@ class Protocol:
         data.pop("title")
         data.pop("path")
         data.pop("released")  # a pointer for the diagnosis, not a replay knob
+        for key, default in LATER_KNOBS.items():
+            if data[key] == default or (isinstance(default, list) and list(data[key]) == default):
+                data.pop(key)
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def display(self, value: float) -> str:
@@ -168,6 +194,15 @@ def _parse(data: dict[str, Any], path: Path) -> Protocol:
             )
             for sid, s in data["strategies"].items()
         }
+        labels = dict(data.get("labels", {}))
+        unknown = set(labels) - {"reveal", "applies_to", "libact_binary"}
+        query_models = dict(data.get("query_models", {}))
+        if unknown or set(query_models) - {"defaults"}:
+            raise AuditError(f"unknown keys {sorted(unknown | (set(query_models) - {'defaults'}))} in "
+                             "[labels] / [query_models]")
+        applies_to = labels.get("applies_to", [])
+        if not isinstance(applies_to, list) or not all(isinstance(v, str) for v in applies_to):
+            raise AuditError("labels.applies_to must be a list of library names")
         return Protocol(
             name=check_name(data["name"], f"{path.name}: protocol"),  # it names report directories
             title=data["title"],
@@ -189,6 +224,11 @@ def _parse(data: dict[str, Any], path: Path) -> Protocol:
             strategies=strategies,
             path=path,
             released=data.get("diagnosis", {}).get("released"),
+            query_model_defaults=_choice(query_models.get("defaults", "current"), QUERY_MODEL_DEFAULTS,
+                                         "query_models.defaults"),
+            label_reveal=_choice(labels.get("reveal", "row"), LABEL_REVEALS, "labels.reveal"),
+            label_reveal_applies_to=tuple(applies_to),
+            libact_binary=_choice(labels.get("libact_binary", "pm1"), LIBACT_BINARY, "labels.libact_binary"),
         )
     except KeyError as exc:
         raise AuditError(f"{path.name}: missing key {exc.args[0]!r}") from None

@@ -15,9 +15,12 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+import adapters
 from audit.analysis.compare import summarise
+from audit.engine.datasets import Dataset, load_dataset
 from audit.engine.metrics import get_variant
 from audit.engine.replay import ReproduceRequest, execute_replay, plan_replay
+from audit.engine.runner import bound_strategy, conflicting_duplicates, file_label_values
 from audit.engine.store import ResultStore
 from audit.protocols import Protocol, load_protocol
 
@@ -62,13 +65,36 @@ HYPOTHESES = (
     Hypothesis("initial-rule", "initial-set redraw", "redraw replay",
                lambda a, r, sid: replace(a, split=replace(a.split, initial_rule=r.split.initial_rule,
                                                           min_per_class=r.split.min_per_class))),
+    Hypothesis("library-defaults", "released library defaults", "released-defaults replay",
+               lambda a, r, sid: replace(a, query_model_defaults=r.query_model_defaults)),
+    Hypothesis("label-lookup", "released label lookup", "label-lookup replay",
+               lambda a, r, sid: replace(a, label_reveal=r.label_reveal,
+                                         label_reveal_applies_to=r.label_reveal_applies_to)),
+    Hypothesis("libact-labels", "released libact label values", "file-labels replay",
+               lambda a, r, sid: replace(a, libact_binary=r.libact_binary)),
 )
 
+RELEASED_ALL = Hypothesis("released-all", "the released code (every knob)", "released replay",
+                          lambda a, r, sid: r)
+"""The last step of the search: the cell replayed under the released protocol itself (its own
+name, so the trials of `audit reproduce <released>` are read, not rerun)."""
 
-def _changes(audited: Protocol, derived: Protocol, sid: str) -> bool:
-    """Does the flip change anything this strategy's replay depends on?"""
-    return any(getattr(audited, k) != getattr(derived, k) for k in ("split", "scaling", "aubc_variant")) \
-        or audited.strategy(sid) != derived.strategy(sid)
+
+def _changes(audited: Protocol, derived: Protocol, sid: str, data: Dataset | None = None) -> bool:
+    """Does the flip change anything this strategy's replay depends on (on this data set,
+    when ``data`` is given)? The label knobs matter only where their lookup or encoding
+    gives other labels: equal rows with different labels, a binary file not labelled -1/+1."""
+    if any(getattr(audited, k) != getattr(derived, k) for k in ("split", "scaling", "aubc_variant")) \
+            or audited.strategy(sid) != derived.strategy(sid):
+        return True
+    if bound_strategy(audited, audited.strategy(sid)) != bound_strategy(derived, derived.strategy(sid)):
+        return True  # the query-model era changes a model the strategy builds
+    library = adapters.strategy_class(audited.strategy(sid).implementation).library
+    if audited.reveals_equal_row(library) != derived.reveals_equal_row(library) and (
+            data is None or conflicting_duplicates(data.X, data.y) > 0):
+        return True
+    return audited.libact_binary != derived.libact_binary and library == "libact" and (
+        data is None or (data.info.n_classes == 2 and file_label_values(data.info.name) != {0: -1, 1: 1}))
 
 
 def combine(first: Hypothesis, second: Hypothesis) -> Hypothesis:
@@ -79,12 +105,13 @@ def combine(first: Hypothesis, second: Hypothesis) -> Hypothesis:
 
 
 def derived_protocols(audited: Protocol, released: Protocol, sid: str,
-                      hypotheses: tuple[Hypothesis, ...] = HYPOTHESES) -> list[tuple[Hypothesis, Protocol]]:
+                      hypotheses: tuple[Hypothesis, ...] = HYPOTHESES,
+                      data: Dataset | None = None) -> list[tuple[Hypothesis, Protocol]]:
     """The relevant hypotheses for one strategy, each a protocol with its own name (store key)."""
     out = []
     for h in hypotheses:
         derived = h.flip(audited, released, sid)
-        if _changes(audited, derived, sid):
+        if _changes(audited, derived, sid, data):
             out.append((h, replace(derived, name=f"{audited.name}~{h.key}")))
     return out
 
@@ -116,7 +143,7 @@ def curve_source(audited: Protocol, derived: Protocol, hypothesis: Hypothesis) -
 def _replay(audited: Protocol, derived: Protocol, hypothesis: Hypothesis, dataset: str, sid: str, published: float,
             request: ReproduceRequest, store: ResultStore) -> dict[str, Any]:
     """Run (or read from the store) the cell under one derived protocol; its 95% interval."""
-    source = curve_source(audited, derived, hypothesis)
+    source = None if hypothesis is RELEASED_ALL else curve_source(audited, derived, hypothesis)
     sub = ReproduceRequest(protocol=source or derived, dataset=dataset, strategies=[sid], trials=request.trials,
                            jobs=request.jobs, data_dir=request.data_dir, store=request.store,
                            progress=False, trial_timeout=request.trial_timeout, batch_size=request.batch_size)
@@ -130,7 +157,9 @@ def _replay(audited: Protocol, derived: Protocol, hypothesis: Hypothesis, datase
     ci95 = [float(v) for v in summary.ci95]
     return {"hypothesis": hypothesis.key, "label": hypothesis.label, "replay": hypothesis.replay,
             "protocol": derived.name, "curves_from": plan.protocol.name, "n": summary.n, "mean": summary.mean,
-            "ci95": ci95, "inside": _distance(published, ci95) == 0.0, "distance": _distance(published, ci95)}
+            "ci95": ci95, "inside": _distance(published, ci95) == 0.0, "distance": _distance(published, ci95),
+            # per trial seed, for the cross-cell test (audit/analysis/diagnose/shared.py); dropped from the report
+            "per_seed": {r.trial_seed: float(a) for r, a in zip(trials, ok)}}
 
 
 def diagnose_cell(audited: Protocol, dataset: str, cell: dict[str, Any], request: Any, store: ResultStore,
@@ -146,14 +175,23 @@ def diagnose_cell(audited: Protocol, dataset: str, cell: dict[str, Any], request
         log(f"diagnosis {sid} on {dataset}: {summary_line}")
         return not_diagnosed(audited, summary_line, "underpowered")
     released = load_protocol(audited.released)
-    singles = derived_protocols(audited, released, sid)
+    data = load_dataset(dataset, request.data_dir)
+    singles = derived_protocols(audited, released, sid, data=data)
     rows = [_replay(audited, derived, h, dataset, sid, published, request, store) for h, derived in singles]
     if not any(r["inside"] for r in rows):
         rows += [_replay(audited, derived, h, dataset, sid, published, request, store)
-                 for h, derived in derived_protocols(audited, released, sid, pairs([h for h, _ in singles]))]
+                 for h, derived in derived_protocols(audited, released, sid, pairs([h for h, _ in singles]), data)]
+    whole = None
+    if not any(r["inside"] for r in rows) and sid in released.strategies:
+        whole = _replay(audited, released, RELEASED_ALL, dataset, sid, published, request, store)
+        rows.append(whole)
     explained = [r for r in rows if r["inside"]]
     if explained:
         summary_line = "explained by: " + "; ".join(f"{r['label']} ({_describe(r, published)} inside)" for r in explained)
+    elif whole is not None:
+        lo, hi = whole["ci95"]
+        summary_line = (f"not explained by the released code (released replay {whole['mean']:.3f} [{lo:.3f}, "
+                        f"{hi:.3f}], published {published:.3f} outside)")
     elif rows:
         closest = min(rows, key=lambda r: r["distance"])
         summary_line = f"unexplained; closest: {closest['label']} ({_describe(closest, published)} outside)"
