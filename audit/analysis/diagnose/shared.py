@@ -14,7 +14,7 @@ finished):
 and the knob explains the group when 0 is inside the 95% t-interval of mean_s d_s^K (the
 pooled published mean inside the pooled interval); p is the one-sample t-test of the d_s^K
 against 0. The knobs tried are a family: their p-values are Holm-adjusted
-(audit.analysis.stats.holm), and the number tried is stated with every line.
+(audit.analysis.stats.adjust_pvalues), and the number tried is stated with every line.
 
 The same replay's consistent cells give the shared-split baseline: b_s, the same per-seed
 mean over those cells of (AUBC - published), estimates how lucky the published splits were
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from audit.analysis.stats import holm, offset_test, per_seed_offsets
+from audit.analysis.stats import adjust_pvalues, offset_test, per_seed_offsets
 
 MIN_GROUP = 2  # discrepant cells that must share a direction to be tested together
 ALL = "all discrepant cells"
@@ -99,7 +99,7 @@ def shared_cause(name: str, side: str, members: list[dict[str, Any]], audited: d
         test = offset_test(per_seed_offsets(values, published).values())
         knobs.append({"hypothesis": key, "label": label, "n": test.n, "mean": test.mean, "ci95": list(test.ci95),
                       "p": test.p, "explains": test.covers_zero})
-    for knob, adjusted in zip(knobs, holm([k["p"] for k in knobs])):
+    for knob, adjusted in zip(knobs, adjust_pvalues([k["p"] for k in knobs])):
         knob["p_holm"] = adjusted
     group_seeds = per_seed_offsets([audited[s] for s in sids], published)
     own = offset_test(group_seeds.values())
