@@ -441,8 +441,10 @@ class Dwus(LibactStrategy):
 class VarianceReduction(LibactStrategy):
     """libact ``VarianceReduction`` (Schein and Ungar's expected-variance criterion on LR).
 
-    Its C extension is built only with LAPACKE; libact is installed here with
-    ``LIBACT_BUILD_VARIANCE_REDUCTION=0``, so the strategy is listed but unavailable."""
+    Its C extension needs LAPACKE, so the default set-up builds libact with
+    ``LIBACT_BUILD_VARIANCE_REDUCTION=0`` and this class is unavailable there; ``native.vr``
+    (:class:`adapters.native.VarianceReduction`) computes the same picks without it. Built
+    (``.ci/run`` shows how), this is the reference the native one is checked against."""
 
     implements = "VarianceReduction"
     param_defaults = {"sigma": 100.0, "optimality": "trace", "n_jobs": 1}
@@ -454,8 +456,9 @@ class VarianceReduction(LibactStrategy):
         if reason:
             return (
                 f"{reason} (libact is built with LIBACT_BUILD_VARIANCE_REDUCTION=0: variance_reduction.c "
-                "includes lapacke.h and links liblapacke, which are not installed here; compiling it fails "
-                "with 'fatal error: lapacke.h: No such file or directory')"
+                "includes lapacke.h and links liblapacke (Debian: liblapacke-dev), and with LAPACKE >= 3.9.1 "
+                "its own prototype of LAPACK_dgesvd no longer compiles; CFLAGS='-D_LAPACKE_H_ "
+                "-DLAPACK_dgesvd=dgesvd_' builds it; native.vr makes the same picks without it)"
             )
         return None
 

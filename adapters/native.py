@@ -9,6 +9,7 @@ docstrings say where a choice had to be made and what was simplified.
 """
 from __future__ import annotations
 
+import struct
 import warnings
 from typing import Any
 
@@ -17,7 +18,7 @@ from scipy.spatial.distance import cdist
 
 from adapters.base import MISSING, QueryStrategy
 from audit.engine.models import margin_scores
-from audit.errors import AuditError
+from audit.errors import AuditError, StrategyError
 
 
 class Uniform(QueryStrategy):
@@ -476,6 +477,152 @@ class MarginClusterMean(QueryStrategy):
         return candidates[inside[picked]]
 
 
+def libact_sigma_term(sigma: float) -> float:
+    """What libact 0.1.6's C code adds to the Fisher diagonal for ``sigma``.
+
+    ``estVar`` parses ``sigma`` with the format "d" (a C double) into a variable declared
+    ``int``, so on a little-endian machine (x86-64) the int holds the low 32 bits of the
+    double's bit pattern; ``Fisher`` then adds ``1.0/sigma*sigma`` (parsed as
+    ``(1.0/sigma)*sigma``) with that int converted back to double. For every sigma whose
+    low 32 bits are zero (100.0, 1.0, 2.0, ...) the int is 0 and the term is ``inf * 0``,
+    NaN; otherwise (0.1, 3.7, ...) it is 1.0 up to one rounding, whatever sigma was meant to be.
+    """
+    as_int = struct.unpack("<i", struct.pack("<d", float(sigma))[:4])[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.float64(1.0) / np.float64(as_int) * np.float64(as_int))
+
+
+def _sigmoid(values: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return 1 / (1 + np.exp(-values))
+
+
+def _predict_real(model: Any, X: np.ndarray) -> np.ndarray:
+    """libact's ``LogisticRegression.predict_real``: the decision values, as (-d, d) for two classes."""
+    values = model.decision_function(X)
+    return np.vstack((-values, values)).T if values.ndim == 1 else values
+
+
+def libact_trace_variance(sigma_term: float, PI: np.ndarray, X: np.ndarray, epi: np.ndarray,
+                          ex: np.ndarray) -> float:
+    """libact 0.1.6's ``estVar`` (trace optimality): ``trace(A pinv(F))``, in closed form.
+
+    As the C code builds them, with K = ``PI.shape[1]`` labels and d features:
+    ``A = sum_n kron(G_n G_n, x_n x_n^T)`` over the labeled rows, ``G_n = diag(pi_n) - pi_n pi_n^T``;
+    ``F = kron(P, ex ex^T) + sigma_term I`` with ``P_pp = epi_p (1 - epi_p)`` and, off the
+    diagonal, ``P_pq = +epi_p epi_q`` (the C code's sign, not the Fisher information's minus).
+    F is the identity times ``sigma_term`` plus a rank-K term along ``ex``; with
+    ``P = V diag(lam) V^T`` and ``c = ex.ex``,
+    ``pinv(F) = I / sigma_term + kron(V diag(1/(sigma_term + c lam) - 1/sigma_term) V^T, u u^T)``,
+    ``u = ex / sqrt(c)``, so the trace needs no (K d) x (K d) matrix:
+    ``sum_n |G_n|_F^2 |x_n|^2 / sigma_term + sum_n tr(G_n G_n W) (x_n.ex)^2 / c``.
+    A NaN ``sigma_term`` (see :func:`libact_sigma_term`) makes the C code's SVD fail to
+    converge; its pseudo-inverse then keeps no singular value and the score is 0.0.
+    (The C code also drops singular values <= 1e-30; ``sigma_term + c lam`` that small does
+    not occur with ``sigma_term`` = 1.)
+    """
+    if not np.isfinite(sigma_term):
+        return 0.0
+    G = PI[:, :, None] * np.eye(PI.shape[1]) - PI[:, :, None] * PI[:, None, :]
+    M = G @ G  # (n, K, K), symmetric
+    P = np.outer(epi, epi)
+    np.fill_diagonal(P, epi * (1.0 - epi))
+    lam, V = np.linalg.eigh(P)
+    c = float(ex @ ex)
+    score = float(np.einsum("nkk->n", M) @ np.einsum("nd,nd->n", X, X)) / sigma_term
+    if c > 0:
+        W = (V * (1.0 / (sigma_term + c * lam) - 1.0 / sigma_term)) @ V.T
+        along = (X @ ex) ** 2 / c
+        score += float(np.einsum("npq,pq->n", M, W) @ along)
+    return score
+
+
+class VarianceReduction(QueryStrategy):
+    """Variance reduction (Schein & Ungar 2007), re-implemented from libact 0.1.6, picks included.
+
+    libact's ``VarianceReduction.make_query`` trains the LR query model on the labeled
+    rows and, for every unlabeled row x (in row order) and every i in
+    ``range(label_count)`` (the number of distinct labels present), retrains it on the
+    labeled rows plus (x, i), takes ``PI = sigmoid(decision values)`` on the labeled rows
+    and on x, and scores ``E(x) = sum_i sigmoid(d(x))_i * estVar(sigma, PI, X, PI_x, x)``;
+    the pick is the first minimum. This class computes the same, with these libact 0.1.6
+    behaviours kept because they decide its picks:
+
+    - binary labels are -1/+1 (as the libact adapter passes them), yet the hypothetical
+      labels are 0 and 1: with i = 0 the retrained model sees a third class, and
+      ``sigmoid(d(x))_0`` (the weight of i = 0) is the probability of class -1;
+    - the variance term is :func:`libact_trace_variance` with the C code's sign of the
+      off-diagonal Fisher blocks and its diagonal term :func:`libact_sigma_term`: sigma
+      is read as a C int, so sigma = 100 (lu2023) adds NaN, every score is 0.0 and the pick
+      is the first unlabeled row (Uniform in pool order); sigma = 0.1 (zhan2021) adds 1.0;
+    - the scores go through ``multiprocessing.Pool(n_jobs).map`` in chunks of
+      ``ceil(n / (4 n_jobs))`` rows; within a chunk the tasks share one pickled copy of the
+      LR estimator, which each task refits, so every row but a chunk's first is weighted by
+      the model fitted on the labeled rows plus the previous row with label
+      ``label_count - 1``. ``n_jobs`` sets only this chunking here (the work is serial).
+
+    libact stores ``optimality`` and never reads it (the score is always the trace), so
+    this class takes no such parameter. The query model is trained with scikit-learn's
+    ``LogisticRegression`` built from the spec, as libact's wrapper does.
+    Differences from libact's own run: floating-point rounding (closed-form trace instead
+    of an SVD pseudo-inverse), and no "SVD failed to converge" lines on stdout.
+    """
+
+    implements = "variance reduction (Schein & Ungar 2007) as libact 0.1.6 computes it"
+    param_defaults = {"sigma": 100.0, "n_jobs": 1}
+    model_use = "own"
+    batch = False
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        sigma, n_jobs = self.params["sigma"], self.params["n_jobs"]
+        if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0:
+            raise AuditError(f"VarianceReduction sigma must be a positive number, not {sigma!r}")
+        if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
+            raise AuditError(f"VarianceReduction n_jobs must be a positive integer, not {n_jobs!r}")
+        if self.query_model.name != "lr":
+            raise AuditError(f"VarianceReduction needs an LR query model (name 'lr'), not {self.query_model}")
+        self._sigma_term = libact_sigma_term(float(sigma))
+        self._X: np.ndarray | None = None
+        self._to_libact: np.ndarray | None = None
+
+    def _fit(self, X: np.ndarray, y: np.ndarray) -> Any:
+        return self.query_model.build(self.random_state).fit(X, y)
+
+    def _select(self, X, y, model, batch_size, candidates, rng):
+        if batch_size != 1:
+            raise StrategyError("VarianceReduction queries one example at a time")
+        if self._X is not X:  # a new pool: binary labels become -1/+1 as the libact adapter maps them
+            known = y[y != MISSING]
+            self._X = X
+            self._to_libact = np.array([-1, 1]) if known.size and known.max() <= 1 else None
+        labeled = np.flatnonzero(y != MISSING)
+        y_labeled = y[labeled] if self._to_libact is None else self._to_libact[y[labeled]]
+        rows = np.sort(np.asarray(candidates))
+        if not np.isfinite(self._sigma_term):
+            return rows[:1]  # every score is 0.0: libact's min() takes the first row
+        X_l = X[labeled]
+        label_count = np.unique(y_labeled).size
+        chunk = -(-rows.size // (4 * self.params["n_jobs"]))  # Pool.map's chunksize
+        base = self._fit(X_l, y_labeled)
+        errors: list[float] = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=RuntimeWarning)
+            for start in range(0, rows.size, chunk):
+                current = base  # each chunk unpickles the model as fitted on the labeled rows
+                for row in rows[start:start + chunk]:
+                    x = X[row]
+                    weight = _sigmoid(_predict_real(current, x[None, :]))[-1]
+                    X_plus = np.vstack((X_l, x[None, :]))
+                    total = 0.0
+                    for i in range(label_count):
+                        current = self._fit(X_plus, np.append(y_labeled, i))
+                        PI = _sigmoid(_predict_real(current, X_plus))
+                        total += weight[i] * libact_trace_variance(self._sigma_term, PI[:-1], X_l, PI[-1], x)
+                    errors.append(float(total))
+        return rows[[errors.index(min(errors))]]
+
+
 STRATEGIES: dict[str, type[QueryStrategy]] = {
     "uniform": Uniform,
     "margin": Margin,
@@ -484,4 +631,5 @@ STRATEGIES: dict[str, type[QueryStrategy]] = {
     "hier": Hierarchical,
     "infodiv": InformativeDiverse,
     "mcm": MarginClusterMean,
+    "vr": VarianceReduction,
 }

@@ -38,6 +38,7 @@ PARAM_CASES: dict[str, list[dict]] = {
     "libact.dwus": [{"n_clusters": 3, "sigma": 0.5, "max_iter": 50, "tol": 1e-3, "C": 0.5,
                      "kmeans_param": {"n_init": 1}}],
     "libact.vr": [{"optimality": "determinant", "n_jobs": 2}],
+    "native.vr": [{"sigma": 0.1, "n_jobs": 2}],
     "alipy.bmdr": [{"beta": 100.0, "gamma": 0.5, "rho": 0.5, "kernel": "poly", "gamma_ker": 0.5, "degree": 2,
                     "coef0": 0.5, "keep_batch_constraint": True}],
     "alipy.spal": [{"mu": 0.5, "gamma": 0.5, "rho": 0.5, "lambda_init": 0.5, "lambda_pace": 0.1, "kernel": "poly",

@@ -165,8 +165,9 @@ def test_by_default_the_oracles_are_left_out_and_unavailable_strategies_named(tm
     from audit.protocols import load_protocol
 
     lu = load_protocol("lu2023")
-    protocol = dataclasses.replace(lu, budget_size=3, strategies={s: lu.strategy(s) for s in
-                                                                 ("uniform", "us-c", "bso", "vr")})
+    libact_vr = dataclasses.replace(lu.strategy("vr"), implementation="libact.vr")  # its extension is not built
+    protocol = dataclasses.replace(lu, budget_size=3, strategies={**{s: lu.strategy(s) for s in
+                                                                 ("uniform", "us-c", "bso")}, "vr": libact_vr})
     store = tmp_path / "store.sqlite"
     default = analyses.collect(protocol, ["sonar"], trials=2, store=store, progress=False, log=lambda line: None)
     assert default.strategies == ["uniform", "us-c"] and set(default.table["sonar"]) == {"uniform", "us-c"}
