@@ -41,6 +41,17 @@ def test_a_column_copying_uniform_is_flagged_with_data_sets_and_sources(tmp_path
     assert found.line().endswith("[reference_results/t.csv:2,3,4,5,7,8,9,10]")
 
 
+def test_a_known_cause_of_a_collapsed_column_is_named_and_still_flagged(tmp_path):
+    rows = [row("T", d, "uniform", f"0.{70 + i}", "0.01", paper="lu2023") for i, d in enumerate(DATASETS)]
+    rows += [row("T", d, "vr", f"0.{70 + i}", "0.01", paper="lu2023") for i, d in enumerate(DATASETS)]
+    facts = {"collapsed": [{"paper": "lu2023", "strategy": "vr", "onto": "uniform", "why": "sigma read as an int"}]}
+    [found] = findings(tmp_path, rows, identical_columns, facts)
+    assert found.triggered and found.finding.endswith("vr fell back to uniform: sigma read as an int")
+    other = {"collapsed": [{"paper": "zhan2021", "strategy": "vr", "onto": "uniform", "why": "sigma read as an int"}]}
+    [found] = findings(tmp_path / "other", rows, identical_columns, other)  # another paper's cause is not this one's
+    assert found.finding.endswith("vr most likely fell back to uniform")
+
+
 def test_coincidences_on_a_minority_of_data_sets_are_not_flagged(tmp_path):
     rows = [row("T", d, "uniform", f"0.{70 + i}") for i, d in enumerate(DATASETS)]
     rows += [row("T", d, "qbc", f"0.{70 + i}" if i < 2 else "0.99") for i, d in enumerate(DATASETS)]

@@ -74,6 +74,7 @@ def _name(column: tuple[str, int]) -> str:
 def identical_columns(refs: list[Reference], facts: dict) -> list[ReferenceFinding]:
     """Pairs of columns of one table equal on most data sets: one most likely copies the other."""
     explained = {(frozenset(e["strategies"]), e["batch_size"]): e["why"] for e in facts.get("equivalent", [])}
+    collapsed = {(e["paper"], e["strategy"], e["onto"]): e["why"] for e in facts.get("collapsed", [])}
     found = []
     for (paper, table, metric), columns in _columns(refs).items():
         for a, b in combinations(sorted(columns, key=lambda c: (c[0] == "uniform", c)), 2):
@@ -91,6 +92,8 @@ def identical_columns(refs: list[Reference], facts: dict) -> list[ReferenceFindi
             why = explained.get((frozenset((a[0], b[0])), a[1])) if a[1] == b[1] else None
             if why:
                 text += f": explained, {why}"
+            elif (cause := collapsed.get((paper, a[0], b[0]))) is not None:
+                text += f": {_name(a)} fell back to {_name(b)}: {cause}"
             elif b[0] == "uniform":
                 text += f": {_name(a)} most likely fell back to uniform"
             else:
