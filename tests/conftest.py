@@ -66,7 +66,7 @@ def single_strategy(protocol, spec, budget: int = 5):
     return dataclasses.replace(protocol, budget_size=budget, strategies={spec.id: spec})
 
 
-TINY_LAL = dict(episodes=1, sizes=(2, 3, 4), candidates=4, train_size=60, selector_trees=5)
+TINY_LAL = dict(episodes=1, sizes=(2, 3, 4), candidates=4, train_size=60, n_trees=10, selector_trees=5)
 """A LAL data generation of seconds (adapters/lal_data.py): tests never generate the real one."""
 
 

@@ -17,7 +17,7 @@ from audit.engine.capabilities import capability, format_matrix, matrix
 from audit.errors import StrategyError
 from audit.protocols import load_protocol
 
-TINY = lal_data.LalDataConfig(episodes=1, sizes=(2, 3, 4), candidates=4, train_size=60, selector_trees=5)
+TINY = lal_data.LalDataConfig(episodes=1, sizes=(2, 3, 4), candidates=4, train_size=60, n_trees=10, selector_trees=5)
 
 
 def test_generation_is_deterministic_and_has_alipys_eight_features():
@@ -100,3 +100,15 @@ def test_the_authors_file_takes_precedence_and_a_wrong_directory_is_refused(tmp_
     np.savez(tmp_path / al.LAL_FILES["LAL_iterative"], np.zeros((3, 8)), np.zeros(3))
     assert adapters.unavailable_reason("alipy.lal") is None
     assert al.LAL.capability_note() == f"training data: {tmp_path / al.LAL_FILES['LAL_iterative']} (from AL_AUDIT_LAL_DATA)"
+
+
+def test_lal_data_command_generates_then_finds_the_file(capsys, tmp_path, monkeypatch):
+    from audit.cli.main import main
+
+    monkeypatch.setenv(lal_data.CACHE_ENV, str(tmp_path))
+    assert main(["lal-data"]) == 0
+    first, err = capsys.readouterr()
+    assert "generating" in err and "regenerated locally" in first
+    assert main(["lal-data"]) == 0
+    again, err = capsys.readouterr()
+    assert again == first and "generating" not in err
