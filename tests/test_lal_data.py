@@ -112,3 +112,17 @@ def test_lal_data_command_generates_then_finds_the_file(capsys, tmp_path, monkey
     assert main(["lal-data"]) == 0
     again, err = capsys.readouterr()
     assert again == first and "generating" not in err
+
+
+def test_the_store_fingerprint_tells_the_authors_file_from_the_regenerated_one(tmp_path, monkeypatch):
+    from audit.engine.store import LAL_FILES, fingerprint_details
+
+    assert LAL_FILES == al.LAL_FILES
+    lu2023 = load_protocol("lu2023")
+    regenerated = fingerprint_details(lu2023)
+    assert "lal_data" not in regenerated
+    monkeypatch.setenv(al.LAL_DATA_ENV, str(tmp_path))
+    np.savez(tmp_path / al.LAL_FILES["LAL_iterative"], np.zeros((3, 8)), np.zeros(3))
+    authors = fingerprint_details(lu2023)
+    assert authors["lal_data"]["LAL_iterative"] == hashlib.sha256(
+        (tmp_path / al.LAL_FILES["LAL_iterative"]).read_bytes()).hexdigest()
