@@ -141,6 +141,12 @@ class QueryStrategy(ABC):
         """None when the strategy can run here, else the reason it cannot."""
         return None
 
+    @classmethod
+    def capability_note(cls) -> str | None:
+        """What a reader of the capability matrix and the reports must know about how the
+        strategy runs here (e.g. LAL's training data: the authors' file or a regenerated one)."""
+        return None
+
     def begin_trial(self, view: TrialView) -> None:
         """Take the trial's test view; the runner calls this only if ``uses_test_labels``."""
         raise NotImplementedError(f"{type(self).__name__} does not use the test labels")

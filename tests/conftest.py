@@ -64,3 +64,30 @@ def with_split(protocol, **changes):
 def single_strategy(protocol, spec, budget: int = 5):
     """A protocol replaying only `spec`, with a short budget: a few rounds through the real runner."""
     return dataclasses.replace(protocol, budget_size=budget, strategies={spec.id: spec})
+
+
+TINY_LAL = dict(episodes=1, sizes=(2, 3, 4), candidates=4, train_size=60, n_trees=10, selector_trees=5)
+"""A LAL data generation of seconds (adapters/lal_data.py): tests never generate the real one."""
+
+
+@pytest.fixture(autouse=True)
+def tiny_lal_data(monkeypatch, tmp_path_factory):
+    """Every test: LAL's regenerated training data is a tiny generation in a session
+    directory (never the user cache), and ALiPy's LAL regressor has 20 trees, not 2000."""
+    import functools
+    import sys
+
+    from adapters import lal_data
+
+    monkeypatch.setenv(lal_data.CACHE_ENV, str(tmp_path_factory.getbasetemp() / "lal-cache"))
+    monkeypatch.delenv("AL_AUDIT_LAL_DATA", raising=False)
+    monkeypatch.setattr(lal_data, "DEFAULT_CONFIG", dataclasses.replace(lal_data.DEFAULT_CONFIG, **TINY_LAL))
+    alipy_adapter = sys.modules.get("adapters.alipy")
+    if alipy_adapter is not None:
+        lal = alipy_adapter._ql.QueryInstanceLAL
+        monkeypatch.setattr(lal, "train_selector_from_file",
+                            functools.partialmethod(_TRAIN_SELECTOR.setdefault("f", lal.train_selector_from_file),
+                                                    reg_est=20))
+
+
+_TRAIN_SELECTOR: dict = {}

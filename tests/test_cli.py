@@ -215,7 +215,7 @@ def test_strategies_command_prints_the_capability_matrix(capsys):
     assert lines[0].split()[:3] == ["protocol", "strategy", "implementation"]
     us_nc = next(line for line in lines if line.split()[1:2] == ["us-nc"])
     assert "libact.uncertainty" in us_nc and "lr(C=0.1)" in us_nc and "available" in us_nc
-    assert "19 of 20 bound strategies available here" in out  # 17 strategies + uniform + 2 oracles, not LAL
+    assert "20 of 20 bound strategies available here" in out  # 17 strategies + uniform + 2 oracles
     vr = next(line for line in lines if line.split()[1:2] == ["vr"])
     assert vr.split()[2:4] == ["native.vr", "native"] and " available " in vr  # libact's VR re-implemented
 
@@ -253,11 +253,11 @@ def test_unavailable_strategies_are_rows_of_every_report_with_their_reason(tmp_p
 
     libact_vr = dataclasses.replace(lu2023.strategy("vr"), implementation="libact.vr")  # its extension is not built
     protocol = dataclasses.replace(lu2023, budget_size=3, strategies={
-        "uniform": lu2023.strategy("uniform"), "vr": libact_vr, "lal": lu2023.strategy("lal")})
+        "uniform": lu2023.strategy("uniform"), "vr": libact_vr})
     outcome = reproduce(ReproduceRequest(protocol, "sonar", trials=2, store=tmp_path / "s.sqlite",
                                          out=tmp_path / "out", progress=False, no_diagnose=True))
     lines = format_table(outcome.report).splitlines()
-    for sid, reason in (("vr", "VarianceReduction C extension"), ("lal", "downloads")):
+    for sid, reason in (("vr", "VarianceReduction C extension"),):
         row = next(line for line in lines if line.split()[:1] == [sid])
         assert row.endswith("unavailable (reason below)")
         assert any(line.startswith(f"{sid} unavailable: ") and reason in line for line in lines)

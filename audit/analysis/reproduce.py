@@ -102,6 +102,7 @@ def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialRe
         "query_model_is_task_model": spec.query_model == "task"
         or (query_model is not None and query_model.key == protocol.task_model.key),
         "uses_test_labels": cls.uses_test_labels,  # an oracle: a reference bound, not a query strategy
+        "note": cls.capability_note(),  # how it ran here, when a reader must know (e.g. LAL's training data)
         "n_trials": summary.n, "n_errors": sum(r.status == "error" for r in results),
         "n_tle": sum(r.status == "tle" for r in results),
         "errors": [{"trial_seed": r.trial_seed, "status": r.status, "error": r.error}

@@ -123,6 +123,29 @@ def _strategies(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lal_data(args: argparse.Namespace) -> int:
+    """Generate (or find) LAL's regenerated training data in the cache ahead of a replay."""
+    import dataclasses
+    import sys
+    import time
+
+    from adapters import lal_data
+
+    config = dataclasses.replace(lal_data.DEFAULT_CONFIG, criterion=args.criterion)
+    started = time.perf_counter()
+
+    def progress(size: int) -> None:
+        print(f"  size {size}/{config.sizes[-1]} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+
+    if lal_data.cached(config) is None:
+        print(f"generating {config.n_episodes} simulated episodes into {lal_data.data_dir(config)} ...", file=sys.stderr)
+    directory, meta = lal_data.ensure(config, progress)
+    print(f"{directory / meta['file']}: {meta['rows']} rows, sha256 {meta['sha256'][:16]}, "
+          f"generated in {meta['seconds']} s")
+    print(lal_data.describe(meta))
+    return 0
+
+
 def _lint_references(args: argparse.Namespace) -> int:
     from audit.analysis.reference_lint import lint_references, resolve_paper
 
@@ -138,6 +161,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     ds.add_argument("--split", metavar="PROTOCOL", help="also count test rows also in training, on this "
                     "protocol's split of trial seed 0 (e.g. lu2023)")
     ds.set_defaults(func=_datasets)
+
+    ld = sub.add_parser("lal-data", help="generate LAL's training data (the LAL authors' procedure) into the cache")
+    ld.add_argument("--criterion", choices=("iterative", "random"), default="iterative",
+                    help="iterative: for LAL_iterative (default); random: for LAL_independent")
+    ld.set_defaults(func=_lal_data)
 
     pr = sub.add_parser("protocols", help="list protocols; `audit protocols show NAME` prints one")
     pr.add_argument("action", nargs="?", choices=["show"], help="show one protocol")

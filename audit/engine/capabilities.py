@@ -28,6 +28,7 @@ class Capability:
     batch: str
     uses_test_labels: bool  # a reference oracle: it chooses by the test labels
     status: str  # "available" or "unavailable: <reason>" or "not in protocol"
+    note: str | None = None  # how it runs here, when a reader must know (QueryStrategy.capability_note)
 
 
 def capability(protocol: Protocol, strategy: str) -> Capability:
@@ -40,15 +41,17 @@ def capability(protocol: Protocol, strategy: str) -> Capability:
         cls = adapters.strategy_class(spec.implementation)
         library, batch, oracle = cls.library_version(), "yes" if cls.batch else "no", cls.uses_test_labels
         params = {**cls.param_defaults, **spec.params}
+        note = cls.capability_note() if reason is None else None
     except AuditError:
         library, batch, oracle, params = spec.implementation.split(".")[0], "-", False, dict(spec.params)
+        note = None
     model = "none" if query_model is None else str(query_model)
     if oracle:
         model = "task model scored on the test labels"
     elif spec.query_model == "task":
         model += " (task model)"
     return Capability(protocol.name, strategy, spec.implementation, library, params, model, batch, oracle,
-                      "available" if reason is None else f"unavailable: {reason}")
+                      "available" if reason is None else f"unavailable: {reason}", note)
 
 
 def matrix(protocol_names: list[str] | None = None) -> list[Capability]:
@@ -81,8 +84,13 @@ def format_matrix(rows: list[Capability]) -> str:
         return text if len(text) <= 70 else text[:67] + "..."
 
     reasons: list[str] = []
+    notes: list[str] = []
 
     def status(r: Capability) -> str:
+        if r.note:
+            if r.note not in notes:
+                notes.append(r.note)
+            return f"{r.status} (note {'abcdefghijklmnopqrstuvwxyz'[notes.index(r.note) % 26]})"
         if not r.status.startswith("unavailable: "):
             return r.status
         reason = r.status.removeprefix("unavailable: ")
@@ -104,4 +112,5 @@ def format_matrix(rows: list[Capability]) -> str:
     available = sum(r.status == "available" for r in counted)
     lines.append(f"\n{available} of {len(counted)} bound strategies available here")
     lines += [f"[{i}] {reason}" for i, reason in enumerate(reasons, 1)]
+    lines += [f"(note {'abcdefghijklmnopqrstuvwxyz'[i % 26]}) {note}" for i, note in enumerate(notes)]
     return "\n".join(lines)

@@ -123,8 +123,10 @@ def table_row(cell: dict[str, Any], scale: str) -> tuple[str, ...]:
 
 
 def table_notes(report: dict[str, Any]) -> list[str]:
-    """Lines under the table: why each unavailable strategy cannot run, and the oracle mark."""
+    """Lines under the table: why each unavailable strategy cannot run, how a strategy ran when
+    a reader must know it (its capability note), and the oracle mark."""
     notes = [f"{c['strategy']} unavailable: {c['reason']}" for c in report["strategies"] if c["status"] == "unavailable"]
+    notes += [f"{c['strategy']}: {c['note']}" for c in report["strategies"] if c["status"] != "unavailable" and c.get("note")]
     return notes + ([ORACLE_NOTE] if any(c.get("uses_test_labels") for c in report["strategies"]) else [])
 
 
