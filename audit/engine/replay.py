@@ -258,6 +258,10 @@ def run_and_store(tasks: list[TrialTask], request: ReproduceRequest, store: Resu
                 estimated = True
                 left = estimate_seconds(remaining, _calibrated(first_seconds, expected), request.jobs)
                 per = ", ".join(f"{s} {v:.2f}s" for s, v in first_seconds.items())
+                guessed = {t.strategy for t in remaining} - set(first_seconds)
+                if guessed:  # not measured yet: their expected seconds, as scaled
+                    scaled = _calibrated(first_seconds, expected)
+                    per += "; expected: " + ", ".join(f"{s} {scaled[s]:.2f}s" for s in sorted(guessed))
                 line = (f"estimate: about {_duration(time.perf_counter() - start + left)} in all "
                         f"({_duration(left)} left; first trial: {per})")
                 # above a live bar through tqdm, so the bar is redrawn below it; else the caller's log
