@@ -192,7 +192,9 @@ def test_plan_and_time_estimate_are_printed(capsys, tmp_path, outdir, sonar):
                                                "--strategies", "uniform,us-c", "--trials", "3"))
     assert code == 0
     assert "plan: 2 strategies (uniform, us-c) x 3 trials on sonar, 6 to run, 0 already stored" in err
-    assert "estimate: about" in err and "first trial: uniform" in err
+    # longest first: us-c (native.margin, 0.39 s on sonar) before uniform (0.31 s); the
+    # estimate comes after the first result, uniform's seconds expected until measured
+    assert "estimate: about" in err and "first trial: us-c" in err and "expected: uniform" in err
 
 
 def test_batch_size_override_changes_the_protocol_and_the_reference(capsys, tmp_path, outdir, sonar):

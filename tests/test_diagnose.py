@@ -12,16 +12,18 @@ from audit.analysis.diagnose import detectors as d
 from audit.analysis.diagnose.counterfactual import (
     HYPOTHESES,
     MIN_DIAGNOSIS_TRIALS,
+    _replay,
     combine,
     derived_protocols,
     diagnose_cell,
+    effective_key,
 )
 from audit.analysis.reproduce import ReproduceRequest
 from audit.cli.main import main
 from audit.engine.datasets import DataError, load_dataset
 from audit.engine.runner import run_trial
 from audit.engine.splits import make_split, plan_seeds
-from audit.engine.store import ResultStore
+from audit.engine.store import ResultStore, fingerprint_details
 from audit.protocols import load_protocol
 
 
@@ -213,3 +215,43 @@ def test_released_code_knobs_are_hypotheses_only_where_they_can_change_the_cell(
     # the file's labels reach libact: different only where the file is not labelled -1/+1
     assert "libact-labels" not in keys("hintsvm", "sonar") and "libact-labels" in keys("hintsvm", "parkinsons")
     assert "libact-labels" not in keys("margin", "parkinsons")
+
+
+def test_a_replay_stops_once_the_cs_excludes_the_published_value(zhan, released, tmp_path):
+    _data("sonar")
+    small = dataclasses.replace(zhan, budget_size=10)
+    request = ReproduceRequest(protocol=small, dataset="sonar", trials=20, store=tmp_path / "s.sqlite")
+    [(hypothesis, derived)] = [(h, p) for h, p in derived_protocols(small, released, "uniform")
+                               if h.key == "pool-order"]
+    store = ResultStore(request.store)
+    try:
+        far = _replay(small, derived, hypothesis, "sonar", "uniform", 0.0, request, store)
+        assert (far["n"], far["stopped_at"], far["inside"]) == (10, 10, False)  # schedule: 10, then 20
+        assert len(store.finished_seeds(derived.name, "sonar", "uniform", store.register(
+            fingerprint_details(derived)))) == 10  # the other 10 never ran
+        near = _replay(small, derived, hypothesis, "sonar", "uniform", far["mean"], request, store)
+    finally:
+        store.close()
+    assert (near["n"], near["stopped_at"]) == (20, None)  # not excluded: the full count, the t-interval decides
+    assert near["per_seed"] and near["inside"] == (near["ci95"][0] <= far["mean"] <= near["ci95"][1])
+
+
+def test_replays_with_one_effective_protocol_share_trials(zhan, released, tmp_path):
+    _data("sonar")
+    small = dataclasses.replace(zhan, budget_size=10)
+    # libact's label values: inert for a native strategy, so the same trials as the audited cell's
+    inert = dataclasses.replace(small, name="zhan2021~inert", libact_binary=not small.libact_binary)
+    assert effective_key(small, inert, "uniform") == effective_key(small, small, "uniform")
+    assert effective_key(small, inert, "hintsvm") != effective_key(small, small, "hintsvm")
+    request = ReproduceRequest(protocol=small, dataset="sonar", trials=2, store=tmp_path / "s.sqlite")
+    hypothesis = next(h for h in HYPOTHESES if h.key == "libact-labels")
+    store = ResultStore(request.store)
+    try:
+        shared = {effective_key(small, small, "uniform"): small}
+        row = _replay(small, inert, hypothesis, "sonar", "uniform", 0.5, request, store, shared)
+        assert row["curves_from"] == "zhan2021" and row["protocol"] == "zhan2021~inert" and row["n"] == 2
+        assert store.trials("zhan2021~inert", "sonar", "uniform", store.register(fingerprint_details(inert))) == []
+        alone = _replay(small, inert, hypothesis, "sonar", "uniform", 0.5, request, store)  # no sharing: its own
+    finally:
+        store.close()
+    assert (alone["curves_from"], alone["mean"], alone["ci95"]) == ("zhan2021~inert", row["mean"], row["ci95"])

@@ -6,6 +6,7 @@ import collections
 import dataclasses
 import math
 import sys
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,7 +15,13 @@ from typing import Any
 import numpy as np
 
 import adapters
-from audit.analysis.compare import CellSummary, detectable_difference, low_power, summarise, verdict
+from audit.analysis.compare import (
+    CellSummary,
+    detectable_difference,
+    low_power,
+    summarise,
+    verdict,
+)
 from audit.analysis.diagnose.counterfactual import (
     diagnose_cell,
     is_discrepant,
@@ -27,10 +34,10 @@ from audit.analysis.references import (
     pick_reference,
     read_user_table,
 )
-from audit.analysis.settled import report_entry, run_rounds, settle_cell
+from audit.analysis.settled import Rounds, report_entry, run_rounds, settle_cell
 from audit.analysis.stats import welch
 from audit.engine.datasets import REGISTRY, label_runs
-from audit.engine.destinations import check_destination
+from audit.engine.destinations import check_destination, read_manifest
 from audit.engine.metrics import get_variant
 from audit.engine.replay import (
     ReplayPlan,
@@ -39,9 +46,10 @@ from audit.engine.replay import (
     plan_replay,
 )
 from audit.engine.runner import TrialResult
-from audit.engine.store import ResultStore
+from audit.engine.store import ResultStore, fingerprint_details, fingerprint_of
+from audit.errors import AuditError
 from audit.protocols import Protocol
-from audit.report.files import write_report
+from audit.report.files import write_partial_report, write_report
 
 
 @dataclass
@@ -146,12 +154,141 @@ def report_destination(request: ReproduceRequest, plan: ReplayPlan) -> tuple[Pat
     return out_dir, holds
 
 
+def _read_cells(plan: ReplayPlan, sids: list[str], store: ResultStore, fingerprint: str,
+                seeds: dict[str, list[int]], table: list[Reference] | None, rounds: Rounds | None = None):
+    """The cells of ``sids`` from the store: (cells, per-trial rows, curves, {sid: {seed: AUBC}})."""
+    protocol, name = plan.protocol, plan.dataset
+    cells, per_trial, curves, audited = [], [], {}, {}
+    for sid in sids:
+        results = store.trials(protocol.name, name, sid, fingerprint, seeds[sid])
+        audited[sid] = {r.trial_seed: float(r.aubc) for r in results if r.status == "ok"}
+        cells.append(_cell(protocol, name, sid, results, table))
+        if rounds:
+            settle_cell(cells[-1], [r.aubc for r in results if r.status == "ok"], rounds, len(plan.seeds))
+        per_trial += [{"strategy": sid, "trial_seed": r.trial_seed, "aubc": r.aubc, "status": r.status,
+                       "query_hash": r.query_hash} for r in results]
+        curve = _curves(results)
+        if curve is not None:
+            curves[sid] = curve
+    return cells, per_trial, curves, audited
+
+
+def _unavailable_cells(plan: ReplayPlan, table: list[Reference] | None) -> list[dict[str, Any]]:
+    cells = []
+    for sid, reason in plan.unavailable.items():
+        ref = pick_reference(plan.protocol, plan.dataset, sid, table)
+        implementation = plan.protocol.strategy(sid).implementation
+        cells.append({"strategy": sid, "status": "unavailable", "reason": reason,
+                      "implementation": implementation, "library": "-",
+                      "uses_test_labels": adapters.uses_test_labels(implementation),
+                      "published_mean": ref.mean_fraction if ref else None, "verdict": "unavailable"})
+    return cells
+
+
+def _assemble(plan: ReplayPlan, cells: list[dict[str, Any]], shared: list[dict[str, Any]], details: dict[str, Any],
+              fingerprint: str) -> dict[str, Any]:
+    """report.json's content around the cells."""
+    protocol, name, data, seeds = plan.protocol, plan.dataset, plan.data, plan.seeds
+    return {
+        "protocol": {"name": protocol.name, "title": protocol.title, "spec_hash": protocol.spec_hash,
+                     "aubc_variant": protocol.aubc_variant,
+                     "aubc_definition": get_variant(protocol.aubc_variant).source,
+                     "aubc_metric": protocol.aubc_metric, "sd_ddof": protocol.sd_ddof, "scale": protocol.scale,
+                     "task_model": str(protocol.task_model), "batch_size": protocol.batch_size,
+                     "scaling": protocol.scaling, "pool_order": protocol.split.pool_order},
+        "dataset": {"name": name, "n": data.info.n, "d": data.info.d, "sha256": data.info.sha256,
+                    "label_runs": label_runs(data.y), "path": str(data.path)},
+        "environment": details["versions"], "code": details["code"], "fingerprint": fingerprint,
+        "seeds": {"trial_seeds": seeds, "skipped": [list(s) for s in plan.skipped], "policy": protocol.seeds},
+        "strategies": cells,
+        "shared_causes": shared,
+        "findings": [dataclasses.asdict(f) for f in lint(protocol, data)],
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+PARTIAL_INTERVAL = 30.0  # seconds: at most one partial report that often (the last strategy's always)
+
+
+class PartialReports:
+    """The report directory rewritten while `audit reproduce` runs, after a strategy's last
+    trial is stored: the finished cells, the others "running" (some trials stored) or
+    "pending", marked partial in report.md and report.json ("partial: k of m strategies
+    finished"). Only report.json, report.md and per_trial.csv (no figures: they cost
+    seconds), at most once every PARTIAL_INTERVAL seconds, always after the last strategy
+    (the diagnosis may take long); the final report replaces it through the same writer.
+
+    Written only where the run's final report may go and nothing finished would be lost:
+    a new or empty directory, or one holding a partial report (an earlier interrupted
+    run's, or this run's own). A finished report there is replaced at the end only, as
+    before. A write that fails (the directory changed under the run) stops the partial
+    reports with one line; the final write then refuses or succeeds as it always did."""
+
+    def __init__(self, plan: ReplayPlan, request: ReproduceRequest, store: ResultStore, out_dir: Path,
+                 holds: dict[str, Any], table: list[Reference] | None, log, clock=time.monotonic):
+        self.plan, self.request, self.store, self.out_dir, self.holds, self.table = \
+            plan, request, store, out_dir, holds, table
+        self.log, self.clock = log, clock
+        self.finished: list[str] = []
+        self.last: float | None = None
+        self.written = 0
+        manifest = read_manifest(out_dir) if out_dir.is_dir() else None
+        self.enabled = manifest is None or bool(manifest.get("partial"))
+        self.details = fingerprint_details(plan.protocol)
+        self.fingerprint = fingerprint_of(self.details)
+
+    def done(self, sid: str) -> None:
+        """``sid``'s last trial of this run is stored."""
+        if sid in self.finished or sid not in self.plan.strategies:
+            return
+        self.finished.append(sid)
+        if not self.enabled:
+            return
+        last = len(self.finished) == len(self.plan.strategies)
+        if not last and self.last is not None and self.clock() - self.last < PARTIAL_INTERVAL:
+            return
+        try:
+            self.write()
+        except AuditError as exc:
+            self.enabled = False
+            self.log(f"partial report not written, none will be until the end: {exc}")
+
+    def write(self) -> list[str]:
+        plan, finished = self.plan, [s for s in self.plan.strategies if s in self.finished]
+        seeds = {sid: plan.seeds for sid in plan.strategies}
+        cells, per_trial, _, _ = _read_cells(plan, finished, self.store, self.fingerprint, seeds, self.table)
+        for sid in plan.strategies:
+            if sid in finished:
+                continue
+            stored = len(self.store.finished_seeds(plan.protocol.name, plan.dataset, sid, self.fingerprint)
+                         & set(plan.seeds))
+            ref = pick_reference(plan.protocol, plan.dataset, sid, self.table)
+            implementation = plan.protocol.strategy(sid).implementation
+            status = "running" if stored else "pending"
+            cells.append({"strategy": sid, "status": status, "reason": f"{stored} of {len(plan.seeds)} trials stored",
+                          "implementation": implementation, "library": "-",
+                          "uses_test_labels": adapters.uses_test_labels(implementation),
+                          "published_mean": ref.mean_fraction if ref else None, "verdict": status})
+        order = {sid: i for i, sid in enumerate(plan.strategies)}
+        cells.sort(key=lambda c: order[c["strategy"]])
+        report = _assemble(plan, cells + _unavailable_cells(plan, self.table), [], self.details, self.fingerprint)
+        k, m = len(finished), len(plan.strategies)
+        report["partial"] = {"finished": k, "strategies": m, "line": f"partial: {k} of {m} strategies finished"
+                             + ("; diagnosis running" if k == m else "")}
+        holds = {**self.holds, "strategies": finished, "partial": report["partial"]["line"]}
+        files = write_partial_report(report, per_trial, self.out_dir, holds,
+                                     create_parents=self.request.out is None)
+        self.last = self.clock()
+        self.written += 1
+        return files
+
+
 def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.stderr)) -> ReproduceOutcome:
     plan = plan_replay(request, log)
     table = None if request.references is None else read_user_table(  # checked whole before any trial
         request.references, REGISTRY, plan.protocol.strategies)
     out_dir, holds = report_destination(request, plan)
-    protocol, name, data, seeds = plan.protocol, plan.dataset, plan.data, plan.seeds
+    protocol, name, seeds = plan.protocol, plan.dataset, plan.seeds
     store = ResultStore(request.store)
     try:
         rounds = None
@@ -163,19 +300,11 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
             rounds = run_rounds(plan, request, store, published, log)
             fingerprint, details, ran, reused = rounds.fingerprint, rounds.details, rounds.ran, rounds.reused
         else:
-            fingerprint, details, ran, reused = execute_replay(plan, request, store, log)
-        cells, per_trial, curves, audited = [], [], {}, {}
-        for sid in plan.strategies:
-            results = store.trials(protocol.name, name, sid, fingerprint, rounds.seeds[sid] if rounds else seeds)
-            audited[sid] = {r.trial_seed: float(r.aubc) for r in results if r.status == "ok"}
-            cells.append(_cell(protocol, name, sid, results, table))
-            if rounds:
-                settle_cell(cells[-1], [r.aubc for r in results if r.status == "ok"], rounds, len(seeds))
-            per_trial += [{"strategy": sid, "trial_seed": r.trial_seed, "aubc": r.aubc, "status": r.status,
-                           "query_hash": r.query_hash} for r in results]
-            curve = _curves(results)
-            if curve is not None:
-                curves[sid] = curve
+            partial = PartialReports(plan, request, store, out_dir, holds, table, log)
+            fingerprint, details, ran, reused = execute_replay(plan, request, store, log, on_done=partial.done)
+        cells, per_trial, curves, audited = _read_cells(
+            plan, plan.strategies, store, fingerprint,
+            rounds.seeds if rounds else {sid: seeds for sid in plan.strategies}, table, rounds)
         for cell in filter(is_discrepant, cells):  # counterfactual replays, or why there are none
             if request.no_diagnose:
                 cell["diagnosis"] = not_diagnosed(protocol, "diagnosis not run (--no-diagnose)", "not run")
@@ -189,34 +318,10 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
         for cell in cells:  # the per-seed values served the pooled test; the report keeps the summaries
             for row in (cell.get("diagnosis") or {}).get("hypotheses", []):
                 row.pop("per_seed", None)
-        for sid, reason in plan.unavailable.items():
-            ref = pick_reference(protocol, name, sid, table)
-            implementation = protocol.strategy(sid).implementation
-            cells.append({"strategy": sid, "status": "unavailable", "reason": reason,
-                          "implementation": implementation, "library": "-",
-                          "uses_test_labels": adapters.uses_test_labels(implementation),
-                          "published_mean": ref.mean_fraction if ref else None, "verdict": "unavailable"})
-        report = {
-            "protocol": {"name": protocol.name, "title": protocol.title, "spec_hash": protocol.spec_hash,
-                         "aubc_variant": protocol.aubc_variant,
-                         "aubc_definition": get_variant(protocol.aubc_variant).source,
-                         "aubc_metric": protocol.aubc_metric, "sd_ddof": protocol.sd_ddof, "scale": protocol.scale,
-                         "task_model": str(protocol.task_model), "batch_size": protocol.batch_size,
-                         "scaling": protocol.scaling, "pool_order": protocol.split.pool_order},
-            "dataset": {"name": name, "n": data.info.n, "d": data.info.d, "sha256": data.info.sha256,
-                        "label_runs": label_runs(data.y), "path": str(data.path)},
-            "environment": details["versions"], "code": details["code"], "fingerprint": fingerprint,
-            "seeds": {"trial_seeds": seeds, "skipped": [list(s) for s in plan.skipped], "policy": protocol.seeds},
-            "strategies": cells,
-            "shared_causes": shared,
-            "findings": [dataclasses.asdict(f) for f in lint(protocol, data)],
-            "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        }
+        report = _assemble(plan, cells + _unavailable_cells(plan, table), shared, details, fingerprint)
         if rounds:
             report["settled"] = report_entry(rounds, len(seeds))
         files = write_report(report, per_trial, curves, out_dir, holds, create_parents=request.out is None)
         return ReproduceOutcome(report, out_dir, files, ran, reused, plan.unavailable)
     finally:
         store.close()
-
-

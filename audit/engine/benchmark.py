@@ -23,16 +23,18 @@ from pathlib import Path
 from typing import IO, Iterator, Sequence
 
 from audit.engine.executors import DEFAULT_RETRIES, EXECUTORS, Executor, make_executor
-from audit.engine.replay import ReproduceRequest, missing_tasks, plan_replay
-from audit.engine.runner import TrialResult, TrialTask, budget_for
-from audit.engine.splits import make_split
+from audit.engine.replay import (
+    ReproduceRequest,
+    expected_seconds,
+    longest_first,
+    missing_tasks,
+    plan_replay,
+)
+from audit.engine.runner import TrialResult, TrialTask
 from audit.engine.store import DEFAULT_STORE, ResultStore
 from audit.errors import AuditError
 from audit.protocols import load_protocol
 
-# Seconds per (round x train row) of a cheap strategy (uniform on sonar: 0.2 s for 104
-# rounds x 124 rows): the estimate of a cell with no trial stored yet, for ordering and ETA.
-SECONDS_PER_ROUND_ROW = 1.5e-5
 HEARTBEAT_SECONDS = 2.0
 
 
@@ -122,16 +124,11 @@ def plan_run(request: RunRequest, store: ResultStore, log=lambda line: None) -> 
     for plan, replay in zip(plans, replays):
         fingerprint, _, missing, stored = missing_tasks(plan, replay, store)
         reused += stored
-        split = make_split(plan.protocol, plan.data.y, plan.seeds[0])
-        rounds = math.ceil(budget_for(plan.protocol, split.pool.size) / plan.protocol.batch_size)
-        for sid in plan.strategies:
-            measured = store.seconds_per_trial(plan.protocol.name, plan.dataset, sid)
-            seconds = measured if measured is not None else SECONDS_PER_ROUND_ROW * rounds * split.train.size
+        for sid, seconds in expected_seconds(plan, store).items():
             cells.append(Cell(plan.dataset, sid, fingerprint, list(plan.seeds), seconds))
         tasks += missing
     expected = {(c.dataset, c.strategy): c.seconds_per_trial for c in cells}
-    tasks.sort(key=lambda t: -expected[t.dataset, t.strategy])  # stable: seeds stay in order within a cell
-    return RunPlan(plans[0].protocol.name, cells, tasks, reused)
+    return RunPlan(plans[0].protocol.name, cells, longest_first(tasks, expected), reused)
 
 
 def _lock_file(store_path: Path) -> IO[str]:

@@ -10,7 +10,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import adapters
 from audit.engine.datasets import Dataset, load_dataset
@@ -138,14 +138,55 @@ def missing_tasks(plan: ReplayPlan, request: ReproduceRequest,
         if request.retry_errors:
             done[sid] -= {r.trial_seed for r in store.trials(protocol.name, name, sid, fingerprint)
                           if r.status != "ok"}
-    # Seed-major order: every strategy finishes a first trial early, for the time estimate.
     oracle_ids = {sid for sid in plan.strategies if adapters.uses_test_labels(protocol.strategy(sid).implementation)}
     n_oracle_trials = sum(len(set(seeds) - done[sid]) for sid in oracle_ids)
     inner = oracle_jobs(n_oracle_trials, request.jobs)
     tasks = [TrialTask(protocol, name, request.data_dir, sid, s, request.trial_timeout,
                        inner if sid in oracle_ids else 1)
-             for s in seeds for sid in plan.strategies if s not in done[sid]]
-    return fingerprint, details, tasks, sum(len(d) for d in done.values())
+             for sid in plan.strategies for s in seeds if s not in done[sid]]
+    expected = expected_seconds(plan, store)
+    return fingerprint, details, longest_first(tasks, {(name, s): v for s, v in expected.items()}), \
+        sum(len(d) for d in done.values())
+
+
+# Mean seconds per trial of each implementation on sonar under lu2023 (104 rounds x 124 train
+# rows), from docs/performance.md ("Seconds per trial of every strategy": 20 trials each, a
+# shared machine; eer after LeanSVC, "ALiPy's EER and BMDR"; bso: lu2023's own 52 s).
+# Only the order of the cells depends on it, never a result: the store's own measurements
+# replace it as soon as a cell has a trial stored.
+PRIOR_SECONDS_ON_SONAR = {
+    "native.uniform": 0.31, "native.graph": 0.30, "native.coreset": 0.33, "native.hier": 0.33,
+    "native.mcm": 0.37, "native.infodiv": 0.39, "native.margin": 0.39, "libact.hintsvm": 0.65,
+    "libact.uncertainty": 0.82, "libact.quire": 0.95, "libact.qbc": 2.34, "libact.albl": 4.02,
+    "libact.dwus": 7.79, "alipy.spal": 8.26, "alipy.bmdr": 14.24, "alipy.eer": 15.4, "oracle.bso": 52.0,
+}
+SONAR_ROUND_ROWS = 104 * 124
+PRIOR_DEFAULT = PRIOR_SECONDS_ON_SONAR["native.uniform"]  # an implementation not measured: a cheap one
+SECONDS_PER_ROUND_ROW = PRIOR_DEFAULT / SONAR_ROUND_ROWS
+
+
+def expected_seconds(plan: ReplayPlan, store: ResultStore) -> dict[str, float]:
+    """{strategy: expected seconds per trial} of a plan: the mean of the cell's successful
+    trials in the store (any fingerprint), else the implementation's prior on sonar scaled
+    by this data set's rounds x train rows. For ordering tasks and estimates, never results."""
+    split = make_split(plan.protocol, plan.data.y, plan.seeds[0])
+    rounds = math.ceil(budget_for(plan.protocol, split.pool.size) / plan.protocol.batch_size)
+    scale = rounds * split.train.size / SONAR_ROUND_ROWS
+    out = {}
+    for sid in plan.strategies:
+        measured = store.seconds_per_trial(plan.protocol.name, plan.dataset, sid)
+        prior = PRIOR_SECONDS_ON_SONAR.get(plan.protocol.strategy(sid).implementation, PRIOR_DEFAULT)
+        out[sid] = measured if measured is not None else prior * scale
+    return out
+
+
+def longest_first(tasks: Sequence[TrialTask], expected: dict[tuple[str, str], float]) -> list[TrialTask]:
+    """Tasks by expected seconds descending, then data set, strategy and trial seed (a total
+    order: the same plan is always submitted the same way). The longest trials start first,
+    so the run ends on short ones and no core idles behind one slow trial. A trial's result
+    depends only on its seeds, so the order changes no result."""
+    return sorted(tasks, key=lambda t: (-expected.get((t.dataset, t.strategy), 0.0), t.dataset, t.strategy,
+                                        t.trial_seed))
 
 
 def oracle_jobs(n_oracle_trials: int, jobs: int) -> int:
@@ -157,8 +198,10 @@ def oracle_jobs(n_oracle_trials: int, jobs: int) -> int:
 
 
 def execute_replay(plan: ReplayPlan, request: ReproduceRequest, store: ResultStore,
-                   log=lambda line: None) -> tuple[str, dict[str, Any], int, int]:
-    """Run the trials the store lacks; returns (fingerprint, its details, trials run, trials reused)."""
+                   log=lambda line: None, on_done: Callable[[str], None] | None = None
+                   ) -> tuple[str, dict[str, Any], int, int]:
+    """Run the trials the store lacks; returns (fingerprint, its details, trials run, trials
+    reused). ``on_done(strategy)``: called once a strategy's last trial of this run is stored."""
     fingerprint, details, tasks, reused = missing_tasks(plan, request, store)
     name, seeds = plan.dataset, plan.seeds
     log(f"plan: {len(plan.strategies)} strategies ({', '.join(plan.strategies)}) x {len(seeds)} trials on {name}, "
@@ -166,7 +209,8 @@ def execute_replay(plan: ReplayPlan, request: ReproduceRequest, store: ResultSto
         + (f"; unavailable: {', '.join(plan.unavailable)}" if plan.unavailable else ""))
     if reused:
         log(f"resuming: {reused} finished trials found in {store.path}, {len(tasks)} to run")
-    run_and_store(tasks, request, store, {plan.protocol.name: fingerprint}, log)
+    run_and_store(tasks, request, store, {plan.protocol.name: fingerprint}, log,
+                  expected=expected_seconds(plan, store) if tasks else None, on_done=on_done)
     return fingerprint, details, len(tasks), reused
 
 
@@ -177,9 +221,16 @@ def estimate_seconds(tasks: list[TrialTask], seconds_per_trial: dict[str, float]
 
 
 def run_and_store(tasks: list[TrialTask], request: ReproduceRequest, store: ResultStore,
-                  fingerprints: dict[str, str], log) -> None:
+                  fingerprints: dict[str, str], log, expected: dict[str, float] | None = None,
+                  on_done: Callable[[str], None] | None = None) -> None:
     """Run tasks on ``request.jobs`` processes with a progress bar and a time estimate, and
-    store each result (and its companions) under its protocol's fingerprint as it arrives."""
+    store each result (and its companions) under its protocol's fingerprint as it arrives.
+
+    The estimate is printed once every strategy left has a first trial measured; with
+    ``expected`` ({strategy: expected seconds per trial}, :func:`expected_seconds`), already
+    after the first result, the strategies not measured yet taking their expected seconds
+    scaled as the measured ones turned out. ``on_done(strategy)`` is called once the last
+    of its tasks is stored (after the store's write: a kill then loses nothing)."""
     if not tasks:
         return
     from tqdm import tqdm
@@ -201,10 +252,16 @@ def run_and_store(tasks: list[TrialTask], request: ReproduceRequest, store: Resu
                                   == (result.strategy, result.trial_seed)))
             first_seconds.setdefault(result.strategy, result.seconds)
             failed += result.status != "ok"
-            if not estimated and remaining and set(first_seconds) >= {t.strategy for t in remaining}:
+            if on_done is not None and not any(t.strategy == result.strategy for t in remaining):
+                on_done(result.strategy)
+            if not estimated and remaining and (expected or set(first_seconds) >= {t.strategy for t in remaining}):
                 estimated = True
-                left = estimate_seconds(remaining, first_seconds, request.jobs)
+                left = estimate_seconds(remaining, _calibrated(first_seconds, expected), request.jobs)
                 per = ", ".join(f"{s} {v:.2f}s" for s, v in first_seconds.items())
+                guessed = {t.strategy for t in remaining} - set(first_seconds)
+                if guessed:  # not measured yet: their expected seconds, as scaled
+                    scaled = _calibrated(first_seconds, expected)
+                    per += "; expected: " + ", ".join(f"{s} {scaled[s]:.2f}s" for s in sorted(guessed))
                 line = (f"estimate: about {_duration(time.perf_counter() - start + left)} in all "
                         f"({_duration(left)} left; first trial: {per})")
                 # above a live bar through tqdm, so the bar is redrawn below it; else the caller's log
@@ -212,6 +269,16 @@ def run_and_store(tasks: list[TrialTask], request: ReproduceRequest, store: Resu
             bar.set_postfix_str(f"{result.strategy} seed {result.trial_seed}"
                                 + (f", {failed} failed" if failed else ""))
             bar.update()
+
+
+def _calibrated(measured: dict[str, float], expected: dict[str, float] | None) -> dict[str, float]:
+    """Seconds per trial: measured where measured; else expected times the measured ones'
+    mean ratio to what was expected of them."""
+    if not expected:
+        return measured
+    ratios = [measured[s] / expected[s] for s in measured if expected.get(s)]
+    scale = sum(ratios) / len(ratios) if ratios else 1.0
+    return {**{s: v * scale for s, v in expected.items()}, **measured}
 
 
 def _duration(seconds: float) -> str:

@@ -38,6 +38,24 @@ def write_report(report: dict[str, Any], per_trial: list[dict[str, Any]],
     }, holds, create_parents=create_parents)
 
 
+def write_partial_report(report: dict[str, Any], per_trial: list[dict[str, Any]], out_dir: Path,
+                         holds: dict[str, Any], create_parents: bool = False) -> list[str]:
+    """A partial report (``report["partial"]``, written while the run goes on): report.json,
+    report.md and per_trial.csv only, through the same atomic writer; the final report
+    replaces it."""
+    def write_csv(path: Path) -> None:
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=["strategy", "trial_seed", "aubc", "status", "query_hash"])
+            writer.writeheader()
+            writer.writerows(per_trial)
+
+    return write_directory(out_dir, {
+        "report.json": json.dumps(report, indent=2, default=_json_default) + "\n",
+        "report.md": markdown(report),
+        "per_trial.csv": write_csv,
+    }, holds, create_parents=create_parents)
+
+
 def _json_default(value: Any) -> Any:
     if isinstance(value, (np.floating, np.integer)):
         return value.item()

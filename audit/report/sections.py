@@ -115,6 +115,9 @@ def table_row(cell: dict[str, Any], scale: str) -> tuple[str, ...]:
     if cell["status"] == "unavailable":
         return (name, cell["library"], "-", "-", "-", "-", "-", _pct(scale, cell["published_mean"]),
                 "unavailable (reason below)")
+    if cell["status"] in ("running", "pending"):  # a partial report's unfinished cell
+        return (name, cell["library"], "-", "-", "-", "-", "-", _pct(scale, cell["published_mean"]),
+                f"{cell['status']} ({cell['reason']})")
     failed = [f"{cell['n_errors']} errors"] * bool(cell["n_errors"]) + [f"{cell.get('n_tle', 0)} TLE"] * bool(cell.get("n_tle"))
     errors = f" ({', '.join(failed)})" if failed else ""
     return (name, cell["library"], f"{cell['n_trials']}{errors}", _pct(scale, cell["mean"]), _pct(scale, cell["sd"]),
@@ -248,6 +251,9 @@ def markdown(report: dict[str, Any]) -> str:
     """report.md: provenance, the table, the sections and the two figures."""
     p = report["protocol"]
     out = [f"# {p['name']} on {report['dataset']['name']}", ""]
+    if report.get("partial"):
+        out += [f"**{report['partial']['line']}**: written while the run goes on; the final report replaces "
+                "this one (no figures until then).", ""]
     out += [f"- {line}" for line in provenance_lines(report)]
     out += ["", "## AUBC per strategy", "", "```", format_table(report), "```", "", VERDICT_RULE, ""]
     if report.get("settled"):
@@ -257,6 +263,8 @@ def markdown(report: dict[str, Any]) -> str:
         for item in section.items:
             out += [f"- {item.text}"] + [f"  - {sub}" for sub in item.sub]
         out.append("")
+    if report.get("partial"):
+        return "\n".join(out)
     out += ["## Published values against the reproduced intervals", "", f"![forest plot]({FOREST_PNG})", ""]
     out += ["## Learning curves", "", f"![learning curves]({CURVES_PNG})", ""]
     return "\n".join(out)

@@ -17,10 +17,16 @@ from typing import Any, Callable
 
 import adapters
 from audit.analysis.compare import summarise
+from audit.analysis.settled import STOP_ALPHA, schedule
+from audit.analysis.stats import betting_first_exclusion
 from audit.engine.datasets import Dataset, load_dataset
 from audit.engine.metrics import get_variant
 from audit.engine.replay import ReproduceRequest, execute_replay, plan_replay
-from audit.engine.runner import bound_strategy, conflicting_duplicates, file_label_values
+from audit.engine.runner import (
+    bound_strategy,
+    conflicting_duplicates,
+    file_label_values,
+)
 from audit.engine.store import ResultStore
 from audit.protocols import Protocol, load_protocol
 
@@ -140,24 +146,64 @@ def curve_source(audited: Protocol, derived: Protocol, hypothesis: Hypothesis) -
                    name=f"{audited.name}~{'+'.join(keys)}" if keys else audited.name)
 
 
+def effective_key(audited: Protocol, protocol: Protocol, sid: str, data: Dataset | None = None) -> str:
+    """The spec hash of ``protocol`` restricted to what strategy ``sid``'s trials read on
+    ``data``: its name, the other strategies and the AUBC variant (a trial's curve is the
+    same under any variant) left out, and every knob that :func:`_changes` finds inert for
+    this strategy reset to the audited value. Two replays with one key run the same trials."""
+    spec = protocol.strategy(sid)
+    library = adapters.strategy_class(spec.implementation).library
+    p = replace(protocol, name=audited.name, title=audited.title, released=audited.released,
+                strategies={sid: spec}, aubc_variant=audited.aubc_variant, aubc_metric=audited.aubc_metric)
+    if bound_strategy(p, spec) == bound_strategy(replace(p, query_model_defaults=audited.query_model_defaults), spec):
+        p = replace(p, query_model_defaults=audited.query_model_defaults)
+    if p.reveals_equal_row(library) == audited.reveals_equal_row(library) or (
+            data is not None and conflicting_duplicates(data.X, data.y) == 0):
+        p = replace(p, label_reveal=audited.label_reveal, label_reveal_applies_to=audited.label_reveal_applies_to)
+    if library != "libact" or (data is not None and not (
+            data.info.n_classes == 2 and file_label_values(data.info.name) != {0: -1, 1: 1})):
+        p = replace(p, libact_binary=audited.libact_binary)
+    return p.spec_hash
+
+
 def _replay(audited: Protocol, derived: Protocol, hypothesis: Hypothesis, dataset: str, sid: str, published: float,
-            request: ReproduceRequest, store: ResultStore) -> dict[str, Any]:
-    """Run (or read from the store) the cell under one derived protocol; its 95% interval."""
+            request: ReproduceRequest, store: ResultStore, shared: dict[str, Protocol] | None = None,
+            data: Dataset | None = None) -> dict[str, Any]:
+    """Run (or read from the store) the cell under one derived protocol; its 95% interval.
+
+    In rounds (audit/analysis/settled.py's schedule: n = 10, 20, 40, ...): once the 99%
+    betting CS of the replay's AUBCs excludes the published value, the replay stops there,
+    its row ``inside`` false (``stopped_at``: that n); else it runs to the cell's count and
+    the 95% t-interval decides, as a full replay would. ``shared`` ({effective key: the
+    protocol whose trials hold it}): a replay whose trials another replay of this cell
+    already ran (:func:`effective_key`) reads those instead of running its own."""
     source = None if hypothesis is RELEASED_ALL else curve_source(audited, derived, hypothesis)
-    sub = ReproduceRequest(protocol=source or derived, dataset=dataset, strategies=[sid], trials=request.trials,
+    runs = source or derived
+    if shared is not None:
+        runs = shared.setdefault(effective_key(audited, runs, sid, data), runs)
+    sub = ReproduceRequest(protocol=runs, dataset=dataset, strategies=[sid], trials=request.trials,
                            jobs=request.jobs, data_dir=request.data_dir, store=request.store,
                            progress=False, trial_timeout=request.trial_timeout, batch_size=request.batch_size)
     plan = plan_replay(sub)
-    fingerprint, _, _, _ = execute_replay(plan, sub, store)
-    trials = [r for r in store.trials(plan.protocol.name, dataset, sid, fingerprint, plan.seeds) if r.status == "ok"]
+    resummarise = (runs.aubc_variant, runs.aubc_metric) != (derived.aubc_variant, derived.aubc_metric)
     variant = get_variant(derived.aubc_variant)
-    ok = [variant([getattr(x, derived.aubc_metric) for x in r.rounds], [x.n_labeled for x in r.rounds])
-          if source else r.aubc for r in trials]
+    stopped_at = None
+    for end in schedule(len(plan.seeds)):
+        part = replace(plan, seeds=plan.seeds[:end])
+        fingerprint, _, _, _ = execute_replay(part, sub, store)
+        trials = [r for r in store.trials(plan.protocol.name, dataset, sid, fingerprint, part.seeds) if r.status == "ok"]
+        ok = [variant([getattr(x, derived.aubc_metric) for x in r.rounds], [x.n_labeled for x in r.rounds])
+              if resummarise else r.aubc for r in trials]
+        if end < len(plan.seeds) and betting_first_exclusion(ok, published, STOP_ALPHA) is not None:
+            stopped_at = end
+            break
     summary = summarise(ok, derived.sd_ddof)
     ci95 = [float(v) for v in summary.ci95]
+    distance = _distance(published, ci95)
     return {"hypothesis": hypothesis.key, "label": hypothesis.label, "replay": hypothesis.replay,
             "protocol": derived.name, "curves_from": plan.protocol.name, "n": summary.n, "mean": summary.mean,
-            "ci95": ci95, "inside": _distance(published, ci95) == 0.0, "distance": _distance(published, ci95),
+            "ci95": ci95, "inside": stopped_at is None and distance == 0.0, "distance": distance,
+            "stopped_at": stopped_at,
             # per trial seed, for the cross-cell test (audit/analysis/diagnose/shared.py); dropped from the report
             "per_seed": {r.trial_seed: float(a) for r, a in zip(trials, ok)}}
 
@@ -177,13 +223,18 @@ def diagnose_cell(audited: Protocol, dataset: str, cell: dict[str, Any], request
     released = load_protocol(audited.released)
     data = load_dataset(dataset, request.data_dir)
     singles = derived_protocols(audited, released, sid, data=data)
-    rows = [_replay(audited, derived, h, dataset, sid, published, request, store) for h, derived in singles]
+    shared = {effective_key(audited, audited, sid, data): audited}  # a replay the audited cell's trials hold
+
+    def replay(h: Hypothesis, derived: Protocol) -> dict[str, Any]:
+        return _replay(audited, derived, h, dataset, sid, published, request, store, shared, data)
+
+    rows = [replay(h, derived) for h, derived in singles]
     if not any(r["inside"] for r in rows):
-        rows += [_replay(audited, derived, h, dataset, sid, published, request, store)
+        rows += [replay(h, derived)
                  for h, derived in derived_protocols(audited, released, sid, pairs([h for h, _ in singles]), data)]
     whole = None
     if not any(r["inside"] for r in rows) and sid in released.strategies:
-        whole = _replay(audited, released, RELEASED_ALL, dataset, sid, published, request, store)
+        whole = replay(RELEASED_ALL, released)
         rows.append(whole)
     explained = [r for r in rows if r["inside"]]
     if explained:
