@@ -1,4 +1,5 @@
-"""One policy for the private fast paths of scikit-learn estimators (LeanSVC, LeanForest).
+"""One policy for the private fast paths of scikit-learn estimators (LeanSVC, LeanForest,
+LeanGridLR, LeanLR).
 
 A fast estimator subclasses a scikit-learn estimator (its parent) and fits some inputs
 through a faster route with bit-identical results. It takes that route only when all of
@@ -115,17 +116,24 @@ class FastPathMixin:
             self._validate_params()
             self._validated_params = values
 
-    def fit(self, X, y, sample_weight=None):
-        fast = plain_inputs(X, y) and self._fast_options(X, y, sample_weight)
-        if fast:
-            self._validate_params_once()
-            fast = fast_path_verified(type(self))
-        if fast:
-            self._fast_fit(X, y)
-        else:
-            super().fit(X, y, sample_weight=sample_weight)
+    def _fast_path_verified(self) -> bool:
+        return fast_path_verified(type(self))
+
+    def _record_path(self, fast: bool) -> None:
+        """Say which route this fit took: ``fast_path_`` and the recording trial's set."""
         self.fast_path_ = self.fast_path_name if fast else LIBRARY
         ran = _RAN.get()
         if ran is not None:
             ran.add(self.fast_path_)
+
+    def fit(self, X, y, sample_weight=None):
+        fast = plain_inputs(X, y) and self._fast_options(X, y, sample_weight)
+        if fast:
+            self._validate_params_once()
+            fast = self._fast_path_verified()
+        if fast:
+            self._fast_fit(X, y)
+        else:
+            super().fit(X, y, sample_weight=sample_weight)
+        self._record_path(fast)
         return self
