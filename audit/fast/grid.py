@@ -11,7 +11,9 @@ a scorer object and ``accuracy_score``'s target checks. :class:`LeanGridLR` is a
   in its split order, candidates outer and folds inner as GridSearchCV orders them;
 - each fold: a clone of the estimator with the candidate's C, ``LogisticRegression.fit``
   on ``X[train]``, and its accuracy on ``X[test]`` (the mean of the exact 0/1 matches,
-  the float ``accuracy_score`` returns);
+  the float ``accuracy_score`` returns; for float64 rows, which plain_inputs has already
+  found finite, the prediction is LogisticRegression's arithmetic without its input
+  checks, as :mod:`audit.fast.linear`);
 - the candidates' mean scores, ranks and best index by GridSearchCV's own
   ``_format_results`` and ``_select_best_index`` (the first best mean in grid order), then
   the refit of a clone with the best C on all rows.
@@ -36,6 +38,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, check_cv
 
+from audit.fast.linear import lean_predict
 from audit.fast.policy import FastPathMixin, plain_inputs
 
 
@@ -90,6 +93,9 @@ class LeanGridLR(FastPathMixin, GridSearchCV):
             raise _FoldFitFailed  # GridSearchCV raises its own error about it
         candidates = [{"C": c} for c in self.param_grid["C"]]
         folds = [(X[train], y[train], X[test], y[test]) for train, test in splits]
+        # The folds' rows as LogisticRegression.predict's checks would return them unchanged:
+        # its own arithmetic without the checks (audit.fast.linear; compared by the self-check).
+        plain_test = X.dtype == np.float64
         out = []
         for parameters in candidates:
             for X_train, y_train, X_test, y_test in folds:
@@ -100,7 +106,9 @@ class LeanGridLR(FastPathMixin, GridSearchCV):
                 except Exception:
                     raise _FoldFitFailed from None
                 fit_time = time.time() - start
-                score = float(np.mean((y_test == estimator.predict(X_test)).astype(np.float64)))
+                predicted = (lean_predict(estimator, X_test) if plain_test and X_test.shape[0] > 0
+                             else estimator.predict(X_test))
+                score = float(np.mean((y_test == predicted).astype(np.float64)))
                 out.append({"fit_error": None, "test_scores": score, "n_test_samples": y_test.shape[0],
                             "fit_time": fit_time, "score_time": time.time() - start - fit_time})
         results = self._format_results(candidates, n_splits, out, {})  # every score finite: no warning

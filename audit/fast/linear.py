@@ -49,16 +49,27 @@ class LeanLR(FastPathMixin, LogisticRegression):
     def decision_function(self, X):
         if not self._plain(X):
             return super().decision_function(X)
-        coef_T = self.coef_.T if self.coef_.ndim == 2 else self.coef_
-        scores = safe_sparse_dot(X, coef_T, dense_output=True) + self.intercept_
-        return scores.reshape(-1) if (scores.ndim > 1 and scores.shape[1] == 1) else scores
+        return lean_decision_function(self, X)
 
     def predict(self, X):
         if not self._plain(X):
             return super().predict(X)
-        scores = self.decision_function(X)
-        indices = (scores > 0).astype(np.intp) if scores.ndim == 1 else scores.argmax(axis=1)
-        return self.classes_.take(indices, axis=0)
+        return lean_predict(self, X)
+
+
+def lean_decision_function(model: LogisticRegression, X: np.ndarray) -> np.ndarray:
+    """``model.decision_function(X)`` for a fitted LogisticRegression and an X its input checks
+    would return unchanged (LeanLR._plain): the same arithmetic, without the checks."""
+    coef_T = model.coef_.T if model.coef_.ndim == 2 else model.coef_
+    scores = safe_sparse_dot(X, coef_T, dense_output=True) + model.intercept_
+    return scores.reshape(-1) if (scores.ndim > 1 and scores.shape[1] == 1) else scores
+
+
+def lean_predict(model: LogisticRegression, X: np.ndarray) -> np.ndarray:
+    """``model.predict(X)`` under the same conditions as lean_decision_function."""
+    scores = lean_decision_function(model, X)
+    indices = (scores > 0).astype(np.intp) if scores.ndim == 1 else scores.argmax(axis=1)
+    return model.classes_.take(indices, axis=0)
 
 
 def _agrees_with_lr() -> bool:
