@@ -128,11 +128,19 @@ def _extension_missing(extension: str, what: str) -> str | None:
 # --- models ---------------------------------------------------------------------------
 
 def libact_model(spec: ModelSpec, random_state: int | None) -> Any:
-    """A libact model for a spec: libact's own LR wrapper for "lr", an sklearn adapter otherwise."""
+    """A libact model for a spec: libact's own LR wrapper for "lr", an sklearn adapter otherwise.
+
+    The wrapper's scikit-learn model is a LeanLR with the same parameters: scikit-learn's
+    LogisticRegression with bit-identical, faster predictions (ALBL predicts its queried
+    rows one at a time every round)."""
     from libact.models import LogisticRegression, SklearnProbaAdapter
 
+    from audit.fast.linear import LeanLR
+
     if spec.name == "lr":
-        return LogisticRegression(random_state=random_state, **spec.params)
+        model = LogisticRegression(random_state=random_state, **spec.params)
+        model.model = LeanLR(random_state=random_state, **spec.params)
+        return model
     return SklearnProbaAdapter(spec.build(random_state))
 
 

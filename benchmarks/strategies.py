@@ -2,11 +2,13 @@
 
     uv run python benchmarks/strategies.py [--protocol lu2023] [--datasets sonar|a,b|small|large|all]
         [--strategies a,b] [--trials 1] [--time-limit 600] [--csv OUT.csv] [--store PATH]
+        [--off lean-grid-lr,lean-lr]
 
 Runs the first trials of each strategy on each data set in one process through the real
 runner (after one untimed warm-up trial of each strategy on the first data set) and prints CPU seconds per trial (``time.process_time``: the runner pins BLAS to one
 thread, so this is one core's work however loaded the machine is), wall seconds, and the
-task-model fit and query shares.
+task-model fit and query shares. ``--off`` turns the named fast paths of :mod:`audit.fast`
+off (those fits run scikit-learn's own code), for before/after figures.
 
 It then estimates the whole table at the protocol's trial counts (lu2023: 100 trials on a
 set of fewer than 2,000 rows, 10 on the others): the sum over cells of CPU seconds per
@@ -77,7 +79,7 @@ def measure(protocol: Protocol, dataset: str, strategies: list[str], trials: int
             cell.status = status[:60]
             cells.append(cell)
             continue
-        cpu, wall, fit, query = [], [], [], []
+        cpu, wall, fit, query, paths = [], [], [], [], set()
         for seed in seeds:
             cpu0, wall0 = time.process_time(), time.perf_counter()
             result = run_trial(protocol, data.info.name, data.X, data.y, sid, seed, time_limit=time_limit)
@@ -88,12 +90,13 @@ def measure(protocol: Protocol, dataset: str, strategies: list[str], trials: int
             wall.append(time.perf_counter() - wall0)
             fit.append(sum(r.fit_seconds for r in result.rounds))
             query.append(sum(r.query_seconds for r in result.rounds))
+            paths.add(result.fast_path or "-")
         if cpu and cell.status == "ok":
             cell.trials, cell.cpu, cell.wall = len(cpu), statistics.fmean(cpu), statistics.fmean(wall)
             cell.fit, cell.query = statistics.fmean(fit), statistics.fmean(query)
         cells.append(cell)
         print(f"{dataset:13s} {cell.n:6d} {sid:9s} {cell.cpu:9.2f} {cell.wall:9.2f} {cell.fit:8.2f} "
-              f"{cell.query:8.2f}  {cell.status}", flush=True)
+              f"{cell.query:8.2f}  {cell.status} ({','.join(sorted(paths)) or '-'})", flush=True)
     return cells
 
 
@@ -191,7 +194,13 @@ def main() -> None:
     parser.add_argument("--csv", type=Path, help="also write the measured cells here (a new file)")
     parser.add_argument("--store", type=Path, help="take the cells this results store holds from its trials "
                         "(wall seconds) and measure only the others of --datasets")
+    parser.add_argument("--off", default="", help="comma-separated fast paths to turn off, e.g. lean-grid-lr")
     args = parser.parse_args()
+    if args.off:
+        from audit.fast.policy import FastPathMixin, fast_path_verified
+
+        off = set(args.off.split(","))
+        FastPathMixin._fast_path_verified = lambda self: self.fast_path_name not in off and fast_path_verified(type(self))
     if args.csv is not None and args.csv.exists():
         parser.error(f"{args.csv} exists; give a new file")
 

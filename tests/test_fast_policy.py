@@ -6,10 +6,13 @@ import pytest
 import sklearn
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV
 from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import check_estimator
 
 from audit.fast.forest import LeanForest
+from audit.fast.grid import LeanGridLR
+from audit.fast.linear import LeanLR
 from audit.fast.policy import (
     LIBRARY,
     fast_path_verified,
@@ -28,8 +31,11 @@ def _failed_checks(estimator) -> set[str]:
 
 
 @pytest.mark.parametrize("parent, fast", [(SVC(), LeanSVC()),
-                                          (RandomForestClassifier(n_estimators=10), LeanForest(n_estimators=10))],
-                         ids=["LeanSVC", "LeanForest"])
+                                          (RandomForestClassifier(n_estimators=10), LeanForest(n_estimators=10)),
+                                          (LogisticRegression(), LeanLR()),
+                                          (GridSearchCV(LogisticRegression(), {"C": [1.0]}, cv=2),
+                                           LeanGridLR(LogisticRegression(), {"C": [1.0]}, cv=2))],
+                         ids=["LeanSVC", "LeanForest", "LeanLR", "LeanGridLR"])
 def test_a_fast_estimator_fails_no_check_estimator_check_its_parent_passes(parent, fast):
     assert _failed_checks(fast) <= _failed_checks(parent)
 
@@ -69,3 +75,25 @@ def test_a_trial_records_which_path_each_fit_took():
     assert provenance(ran) == "lean-svc+library"
     LeanSVC().fit(X, y)  # outside a recording: nothing to record into
     assert provenance(ran) == "lean-svc+library"
+
+
+def test_parameters_validated_once_per_process_are_not_validated_again_and_bad_ones_still_fail(monkeypatch):
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    X = np.random.default_rng(3).normal(size=(30, 3))
+    y = np.arange(30) % 2
+    LeanSVC(C=0.75, gamma="auto").fit(X, y)
+    calls = []
+    original = SVC._validate_params
+    monkeypatch.setattr(SVC, "_validate_params", lambda self: calls.append(1) or original(self))
+    LeanSVC(C=0.75, gamma="auto").fit(X, y)  # a fresh estimator, the same values: not validated again
+    assert calls == []
+    LeanSVC(C=0.76, gamma="auto").fit(X, y)  # new values: validated
+    assert calls == [1]
+    for bad in ({"C": -0.75}, {"C": "0.75"}, {"gamma": "autox"}):
+        with pytest.raises(InvalidParameterError):
+            LeanSVC(**{"C": 0.75, "gamma": "auto", **bad}).fit(X, y)
+    with pytest.raises(InvalidParameterError):
+        LeanForest(n_estimators=0).fit(X, y)
+    with pytest.raises(InvalidParameterError):
+        LeanForest(n_estimators=0).fit(X, y)  # still raises the second time

@@ -1,4 +1,5 @@
-"""One policy for the private fast paths of scikit-learn estimators (LeanSVC, LeanForest).
+"""One policy for the private fast paths of scikit-learn estimators (LeanSVC, LeanForest,
+LeanGridLR, LeanLR).
 
 A fast estimator subclasses a scikit-learn estimator (its parent) and fits some inputs
 through a faster route with bit-identical results. It takes that route only when all of
@@ -101,6 +102,10 @@ def provenance(ran: set[str]) -> str:
     return "+".join(sorted(ran)) or LIBRARY  # "library" sorts after every "lean-..." name
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_VALIDATED: set[tuple] = set()  # (class, typed parameter values) that passed the parent's validation here
+
+
 class FastPathMixin:
     """The fit of a fast estimator (``class Fast(FastPathMixin, Parent)``); a subclass names its
     route in ``fast_path_name`` and provides ``_fast_options`` (the parameters and inputs its
@@ -109,23 +114,45 @@ class FastPathMixin:
     fast_path_name: str
 
     def _validate_params_once(self) -> None:
-        """The parent's parameter validation, rerun only when a parameter's value changed."""
+        """The parent's parameter validation, rerun only when a parameter's value changed.
+
+        A replay builds a fresh estimator with the same parameters every round; parameters
+        that are all plain scalars (str, int, float, bool, None), already validated for this
+        class in this process, are not validated again (validation is a function of the
+        class and those values; each value is keyed with its exact type, so 1, 1.0 and True
+        are different keys)."""
         values = tuple(getattr(self, name) for name in self._parameter_constraints)
-        if self.__dict__.get("_validated_params") != values:
-            self._validate_params()
-            self._validated_params = values
+        if self.__dict__.get("_validated_params") == values:
+            return
+        key = None
+        if all(type(v) in _SCALARS for v in values):
+            key = (type(self), tuple((type(v), v) for v in values))
+            if key in _VALIDATED:
+                self._validated_params = values
+                return
+        self._validate_params()
+        self._validated_params = values
+        if key is not None and len(_VALIDATED) < 4096:
+            _VALIDATED.add(key)
+
+    def _fast_path_verified(self) -> bool:
+        return fast_path_verified(type(self))
+
+    def _record_path(self, fast: bool) -> None:
+        """Say which route this fit took: ``fast_path_`` and the recording trial's set."""
+        self.fast_path_ = self.fast_path_name if fast else LIBRARY
+        ran = _RAN.get()
+        if ran is not None:
+            ran.add(self.fast_path_)
 
     def fit(self, X, y, sample_weight=None):
         fast = plain_inputs(X, y) and self._fast_options(X, y, sample_weight)
         if fast:
             self._validate_params_once()
-            fast = fast_path_verified(type(self))
+            fast = self._fast_path_verified()
         if fast:
             self._fast_fit(X, y)
         else:
             super().fit(X, y, sample_weight=sample_weight)
-        self.fast_path_ = self.fast_path_name if fast else LIBRARY
-        ran = _RAN.get()
-        if ran is not None:
-            ran.add(self.fast_path_)
+        self._record_path(fast)
         return self

@@ -239,7 +239,7 @@ def _fit_paths(report: dict[str, Any]) -> Section:
     return Section("Fit paths", tuple(
         Item(f"{c['strategy']}: " + ", ".join(f"{path} ({n} trials)" for path, n in c["fast_paths"].items()))
         for c in report["strategies"] if c.get("fast_paths")),
-        "Which code fitted each trial's models: a bit-identical fast path (lean-svc, lean-forest) or "
+        "Which code fitted each trial's models: a bit-identical fast path (lean-svc, lean-forest, lean-grid-lr, lean-lr) or "
         "scikit-learn's own (library); see docs/performance.md.")
 
 

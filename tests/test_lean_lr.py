@@ -1,0 +1,124 @@
+"""LeanLR: LogisticRegression's predictions, bit for bit, and its place in a libact replay."""
+import dataclasses
+import re
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+
+from adapters.libact import libact_model
+from audit.engine.models import ModelSpec
+from audit.engine.runner import run_trial
+from audit.fast.linear import LeanLR
+from audit.fast.policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
+from audit.protocols import load_protocol
+
+
+def _fit_both(X, y, **params):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return LogisticRegression(**params).fit(X, y), LeanLR(**params).fit(X, y)
+
+
+def _assert_same(reference, lean, X_new):
+    for name in ("coef_", "intercept_", "classes_", "n_iter_"):
+        assert np.array_equal(getattr(reference, name), getattr(lean, name)), name
+    for rows in (X_new, X_new[:1], X_new[2:3]):
+        for method in ("decision_function", "predict", "predict_proba", "predict_log_proba"):
+            expected, got = getattr(reference, method)(rows), getattr(lean, method)(rows)
+            assert expected.dtype == got.dtype and np.array_equal(expected, got), method
+
+
+def test_the_lean_lr_predicts_as_scikit_learns_on_random_problems():
+    rng = np.random.default_rng(31)
+    for i in range(25):
+        n, d, k = int(rng.integers(8, 80)), int(rng.integers(1, 30)), int(rng.choice([2, 2, 3, 4]))
+        X = rng.normal(size=(n, d)) * rng.uniform(0.1, 20)
+        y = np.arange(n) % k
+        rng.shuffle(y)
+        labels = np.array([-1, 1, 5, 7])[y] if i % 2 else y
+        params = {"C": float(10.0 ** rng.integers(-3, 3))}
+        if i % 5 == 0 and k == 2:
+            params["solver"] = "liblinear"
+        reference, lean = _fit_both(X, labels, **params)
+        assert lean.fast_path_ == "lean-lr"
+        _assert_same(reference, lean, rng.normal(size=(9, d)) * 3)
+
+
+def test_on_sonar_rows_one_at_a_time_the_predictions_are_identical(sonar):
+    reference, lean = _fit_both(sonar.X[:150:3], sonar.y[:150:3], C=1.0)
+    for row in sonar.X:
+        assert np.array_equal(reference.predict(row.reshape(1, -1)), lean.predict(row.reshape(1, -1)))
+    _assert_same(reference, lean, sonar.X)
+
+
+@pytest.mark.parametrize("X_new", [np.ones((2, 3), dtype=np.float32), np.ones((2, 3), dtype=int),
+                                   np.asfortranarray(np.ones((2, 3))), [[1.0, 2.0, 3.0]]],
+                         ids=["float32", "int", "fortran", "list"])
+def test_inputs_the_checks_would_change_or_accept_go_through_them(X_new):
+    X = np.random.default_rng(1).normal(size=(30, 3))
+    y = np.arange(30) % 2
+    reference, lean = _fit_both(X, y)
+    assert np.array_equal(reference.decision_function(X_new), lean.decision_function(X_new))
+    assert np.array_equal(reference.predict(X_new), lean.predict(X_new))
+
+
+@pytest.mark.parametrize("X_new", [np.full((2, 3), np.nan), np.ones((2, 4)), np.ones((0, 3))],
+                         ids=["nan", "width", "empty"])
+def test_bad_inputs_fail_with_scikit_learns_own_error(X_new):
+    X = np.random.default_rng(1).normal(size=(30, 3))
+    y = np.arange(30) % 2
+    reference, lean = _fit_both(X, y)
+    with pytest.raises(ValueError) as expected:
+        reference.predict(X_new)
+    message = str(expected.value).split("\n")[0].replace("LogisticRegression", "LeanLR")  # the class's own name
+    with pytest.raises(ValueError, match=re.escape(message)):
+        lean.predict(X_new)
+
+
+def test_a_weighted_fit_is_scikit_learns_and_predicts_through_its_checks():
+    X = np.random.default_rng(1).normal(size=(30, 3))
+    y = np.arange(30) % 2
+    lean = LeanLR().fit(X, y, sample_weight=np.linspace(0.5, 1.5, 30))
+    assert lean.fast_path_ == LIBRARY
+    reference = LogisticRegression().fit(X, y, sample_weight=np.linspace(0.5, 1.5, 30))
+    assert np.array_equal(reference.decision_function(X), lean.decision_function(X))
+
+
+def test_a_failed_self_check_warns_once_and_predicts_through_scikit_learn(monkeypatch):
+    monkeypatch.setattr(LeanLR, "predict", lambda self, X: np.zeros(len(X), dtype=int))
+    fast_path_verified.cache_clear()
+    X = np.random.default_rng(1).normal(size=(30, 3))
+    y = np.arange(30) % 2
+    try:
+        with pytest.warns(FastPathFallbackWarning, match="LeanLR"):
+            assert LeanLR().fit(X, y).fast_path_ == LIBRARY
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FastPathFallbackWarning)
+            assert LeanLR().fit(X, y).fast_path_ == LIBRARY
+    finally:
+        fast_path_verified.cache_clear()
+    monkeypatch.undo()
+    assert fast_path_verified(LeanLR) is True
+
+
+def test_libacts_lr_wrapper_holds_a_lean_lr_with_the_specs_parameters():
+    model = libact_model(ModelSpec("lr", {"C": 0.1}), 7)
+    assert type(model.model) is LeanLR and model.model.C == 0.1 and model.model.random_state == 7
+
+
+@pytest.mark.parametrize("strategy", ["albl", "us-nc"])
+def test_a_libact_replay_with_the_lean_path_is_the_replay_without_it(sonar, monkeypatch, strategy):
+    zhan = load_protocol("zhan2021")
+    protocol = dataclasses.replace(zhan, budget_size=15, strategies={strategy: zhan.strategies[strategy]})
+    fast = run_trial(protocol, "sonar", sonar.X, sonar.y, strategy, 2)
+    monkeypatch.setattr(LeanLR, "_fast_path_verified", lambda self: False)
+    library = run_trial(protocol, "sonar", sonar.X, sonar.y, strategy, 2)
+    assert fast.status == library.status == "ok"
+    assert fast.fast_path == "lean-lr+lean-svc" and library.fast_path == "lean-svc+library"
+    assert fast.query_hash == library.query_hash
+    assert fast.aubc_by_metric == library.aubc_by_metric
+    assert [dataclasses.replace(r, fit_seconds=0, query_seconds=0) for r in fast.rounds] == \
+        [dataclasses.replace(r, fit_seconds=0, query_seconds=0) for r in library.rounds]
+    assert fast.warnings == library.warnings
