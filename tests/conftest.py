@@ -66,6 +66,18 @@ def single_strategy(protocol, spec, budget: int = 5):
     return dataclasses.replace(protocol, budget_size=budget, strategies={spec.id: spec})
 
 
+def assert_same_replay(fast, library, fast_path: str, library_path: str) -> None:
+    """A trial with a fast path on and the same trial with it off: the same queries, AUBCs,
+    per-round scores and warnings; only the recorded fit path (and the timings) differ."""
+    assert fast.status == library.status == "ok"
+    assert fast.fast_path == fast_path and library.fast_path == library_path
+    assert fast.query_hash == library.query_hash
+    assert fast.aubc_by_metric == library.aubc_by_metric
+    assert [dataclasses.replace(r, fit_seconds=0, query_seconds=0) for r in fast.rounds] == \
+        [dataclasses.replace(r, fit_seconds=0, query_seconds=0) for r in library.rounds]
+    assert fast.warnings == library.warnings
+
+
 TINY_LAL = dict(episodes=1, sizes=(2, 3, 4), candidates=4, train_size=60, n_trees=10, selector_trees=5)
 """A LAL data generation of seconds (adapters/lal_data.py): tests never generate the real one."""
 

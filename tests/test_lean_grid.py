@@ -12,6 +12,7 @@ from audit.engine.runner import run_trial
 from audit.fast.grid import LeanGridLR
 from audit.fast.policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
 from audit.protocols import load_protocol
+from tests.conftest import assert_same_replay
 
 GRID = [10.0**k for k in range(-4, 5)]
 
@@ -145,10 +146,4 @@ def test_a_replay_with_the_lean_path_is_the_replay_without_it(sonar, monkeypatch
     fast = run_trial(protocol, "sonar", sonar.X, sonar.y, strategy, 3)
     monkeypatch.setattr(LeanGridLR, "_fast_path_verified", lambda self: False)
     library = run_trial(protocol, "sonar", sonar.X, sonar.y, strategy, 3)
-    assert fast.status == library.status == "ok"
-    assert fast.fast_path == "lean-grid-lr+lean-svc" and library.fast_path == "lean-svc+library"
-    assert fast.query_hash == library.query_hash
-    assert fast.aubc_by_metric == library.aubc_by_metric
-    assert [dataclasses.replace(r, fit_seconds=0, query_seconds=0) for r in fast.rounds] == \
-        [dataclasses.replace(r, fit_seconds=0, query_seconds=0) for r in library.rounds]
-    assert fast.warnings == library.warnings
+    assert_same_replay(fast, library, "lean-grid-lr+lean-svc", "lean-svc+library")

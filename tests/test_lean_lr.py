@@ -13,6 +13,7 @@ from audit.engine.runner import run_trial
 from audit.fast.linear import LeanLR
 from audit.fast.policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
 from audit.protocols import load_protocol
+from tests.conftest import assert_same_replay
 
 
 def _fit_both(X, y, **params):
@@ -115,10 +116,4 @@ def test_a_libact_replay_with_the_lean_path_is_the_replay_without_it(sonar, monk
     fast = run_trial(protocol, "sonar", sonar.X, sonar.y, strategy, 2)
     monkeypatch.setattr(LeanLR, "_fast_path_verified", lambda self: False)
     library = run_trial(protocol, "sonar", sonar.X, sonar.y, strategy, 2)
-    assert fast.status == library.status == "ok"
-    assert fast.fast_path == "lean-lr+lean-svc" and library.fast_path == "lean-svc+library"
-    assert fast.query_hash == library.query_hash
-    assert fast.aubc_by_metric == library.aubc_by_metric
-    assert [dataclasses.replace(r, fit_seconds=0, query_seconds=0) for r in fast.rounds] == \
-        [dataclasses.replace(r, fit_seconds=0, query_seconds=0) for r in library.rounds]
-    assert fast.warnings == library.warnings
+    assert_same_replay(fast, library, "lean-lr+lean-svc", "lean-svc+library")

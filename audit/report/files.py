@@ -15,22 +15,26 @@ from audit.report.plots import plot_forest, plot_learning_curves
 from audit.report.sections import CURVES_PNG, FOREST_PNG, markdown
 
 
-def write_report(report: dict[str, Any], per_trial: list[dict[str, Any]],
-                 curves: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: Path, holds: dict[str, Any],
-                 create_parents: bool = False) -> list[str]:
-    """Write report.json, report.md, report.html, per_trial.csv and the two figures into
-    ``out_dir`` atomically (all or nothing), its manifest saying what it ``holds``;
-    returns the names written."""
+def _text_files(report: dict[str, Any], per_trial: list[dict[str, Any]]) -> dict[str, Any]:
+    """report.json, report.md and per_trial.csv: what a partial and a final report share."""
     def write_csv(path: Path) -> None:
         with open(path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=["strategy", "trial_seed", "aubc", "status", "query_hash"])
             writer.writeheader()
             writer.writerows(per_trial)
 
+    return {"report.json": json.dumps(report, indent=2, default=_json_default) + "\n",
+            "report.md": markdown(report), "per_trial.csv": write_csv}
+
+
+def write_report(report: dict[str, Any], per_trial: list[dict[str, Any]],
+                 curves: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: Path, holds: dict[str, Any],
+                 create_parents: bool = False) -> list[str]:
+    """Write report.json, report.md, report.html, per_trial.csv and the two figures into
+    ``out_dir`` atomically (all or nothing), its manifest saying what it ``holds``;
+    returns the names written."""
     return write_directory(out_dir, {
-        "report.json": json.dumps(report, indent=2, default=_json_default) + "\n",
-        "report.md": markdown(report),
-        "per_trial.csv": write_csv,
+        **_text_files(report, per_trial),
         CURVES_PNG: lambda path: plot_learning_curves(report, curves, path),
         FOREST_PNG: lambda path: plot_forest(report, path),
         "report.html": lambda path: path.write_text(
@@ -43,17 +47,7 @@ def write_partial_report(report: dict[str, Any], per_trial: list[dict[str, Any]]
     """A partial report (``report["partial"]``, written while the run goes on): report.json,
     report.md and per_trial.csv only, through the same atomic writer; the final report
     replaces it."""
-    def write_csv(path: Path) -> None:
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=["strategy", "trial_seed", "aubc", "status", "query_hash"])
-            writer.writeheader()
-            writer.writerows(per_trial)
-
-    return write_directory(out_dir, {
-        "report.json": json.dumps(report, indent=2, default=_json_default) + "\n",
-        "report.md": markdown(report),
-        "per_trial.csv": write_csv,
-    }, holds, create_parents=create_parents)
+    return write_directory(out_dir, _text_files(report, per_trial), holds, create_parents=create_parents)
 
 
 def _json_default(value: Any) -> Any:
