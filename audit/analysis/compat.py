@@ -13,7 +13,6 @@ Holm-corrected.
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import math
@@ -26,7 +25,7 @@ import numpy as np
 
 from audit.analysis.compare import summarise
 from audit.analysis.stats import adjust_pvalues, paired_test
-from audit.engine.destinations import check_report_dir, write_directory
+from audit.engine.destinations import check_report_dir, csv_table, write_directory
 from audit.engine.metrics import get_variant
 from audit.engine.models import BUILDERS, ModelSpec, parse_model
 from audit.engine.replay import (
@@ -466,18 +465,10 @@ def plot_grid(report: dict[str, Any], path: Path) -> None:
 def grid_files(report: dict[str, Any], results: dict[tuple[str, str], list[TrialResult]]
                ) -> dict[str, str | Callable[[Path], None]]:
     """compat.csv, per_trial.csv, compat.json, report.md and compat.png, for write_directory."""
-    def cells_csv(path: Path) -> None:
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(report["cells"])
-
-    def trials_csv(path: Path) -> None:
-        with open(path, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["query_model", "task_model", "trial_seed", "aubc", "status", "query_hash"])
-            for (q, t), trials in results.items():
-                writer.writerows([q, t, r.trial_seed, r.aubc, r.status, r.query_hash] for r in trials)
+    cells_csv = csv_table(CSV_FIELDS, report["cells"])
+    trials_csv = csv_table(["query_model", "task_model", "trial_seed", "aubc", "status", "query_hash"],
+                           [[q, t, r.trial_seed, r.aubc, r.status, r.query_hash]
+                            for (q, t), trials in results.items() for r in trials])
 
     markdown = (f"# Model compatibility on {report['dataset']['name']}\n\n"
                 f"## Uncertainty sampling: query model x task model (lu2023 Section 5.1, Figures 4, 7-12)\n\n"

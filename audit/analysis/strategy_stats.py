@@ -2,7 +2,6 @@
 from the store, running what it lacks, analyse it with `audit.analysis.stats`, print and write it."""
 from __future__ import annotations
 
-import csv
 import math
 import sys
 from dataclasses import dataclass, replace
@@ -25,7 +24,7 @@ from audit.analysis.stats import (
 )
 from audit.analysis.references import Reference, pick_reference, read_user_table
 from audit.engine.datasets import REGISTRY
-from audit.engine.destinations import check_report_dir, write_directory
+from audit.engine.destinations import check_report_dir, csv_table, write_directory
 from audit.engine.metrics import get_variant
 from audit.engine.replay import ReproduceRequest, execute_replay, plan_replay
 from audit.engine.store import ResultStore
@@ -101,13 +100,7 @@ def collect(protocol: str | Protocol, datasets: Sequence[str], strategies: Seque
 def write_outputs(out_dir: Path, name: str, text: str, header: Sequence[str], rows: Sequence[Sequence[Any]],
                   holds: dict[str, Any], create_parents: bool) -> Path:
     """Write `<name>.csv` (the rows) and `<name>.txt` (the printed text) into out_dir, all or nothing."""
-    def write_csv(path: Path) -> None:
-        with open(path, "w", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(header)
-            writer.writerows(rows)
-
-    write_directory(out_dir, {f"{name}.csv": write_csv, f"{name}.txt": text + "\n"}, holds,
+    write_directory(out_dir, {f"{name}.csv": csv_table(header, rows), f"{name}.txt": text + "\n"}, holds,
                     create_parents=create_parents)
     return out_dir
 

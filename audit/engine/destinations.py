@@ -19,7 +19,7 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Sequence
 
 from audit.errors import AuditError
 from audit.paths import PROJECT_ROOT
@@ -178,6 +178,23 @@ def check_destination(path: str | Path, holds: dict[str, Any], *, force: bool = 
 def _some(names: set[str]) -> str:
     shown = sorted(names)
     return ", ".join(shown[:3]) + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
+
+
+def csv_table(columns: Sequence[str], rows: Iterable[Sequence[Any] | dict[str, Any]]) -> Callable[[Path], None]:
+    """A CSV file for :func:`write_directory`, written by pandas: ``rows`` as sequences in the
+    order of ``columns`` or as dicts (keys not in ``columns`` left out). Values are kept as
+    objects (an int column with a gap stays ints), a missing value or NaN is an empty field,
+    and lines end in CRLF, as the csv module's default dialect writes them."""
+    def write(path: Path) -> None:
+        import pandas as pd  # only where a table is written: trial workers never pay for it
+
+        materialised = list(rows)
+        if materialised and isinstance(materialised[0], dict):
+            materialised = [[row.get(c) for c in columns] for row in materialised]
+        frame = pd.DataFrame(materialised, columns=list(columns), dtype=object)
+        frame.to_csv(path, index=False, lineterminator="\r\n", encoding="utf-8")
+
+    return write
 
 
 def write_directory(out_dir: str | Path, files: dict[str, str | Callable[[Path], None]],

@@ -2,14 +2,13 @@
 so a failed run never leaves half a report (audit/engine/destinations.py keeps the rules)."""
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from audit.engine.destinations import write_directory
+from audit.engine.destinations import csv_table, write_directory
 from audit.report.html import render_html
 from audit.report.plots import plot_forest, plot_learning_curves
 from audit.report.sections import CURVES_PNG, FOREST_PNG, markdown
@@ -17,14 +16,9 @@ from audit.report.sections import CURVES_PNG, FOREST_PNG, markdown
 
 def _text_files(report: dict[str, Any], per_trial: list[dict[str, Any]]) -> dict[str, Any]:
     """report.json, report.md and per_trial.csv: what a partial and a final report share."""
-    def write_csv(path: Path) -> None:
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=["strategy", "trial_seed", "aubc", "status", "query_hash"])
-            writer.writeheader()
-            writer.writerows(per_trial)
-
     return {"report.json": json.dumps(report, indent=2, default=_json_default) + "\n",
-            "report.md": markdown(report), "per_trial.csv": write_csv}
+            "report.md": markdown(report),
+            "per_trial.csv": csv_table(["strategy", "trial_seed", "aubc", "status", "query_hash"], per_trial)}
 
 
 def write_report(report: dict[str, Any], per_trial: list[dict[str, Any]],

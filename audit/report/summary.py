@@ -3,9 +3,7 @@ cells, the lint findings beside their cells, and the report directory (summary.c
 summary.png: the data set x strategy heatmap, summary.md, summary.html)."""
 from __future__ import annotations
 
-import csv
 import json
-import math
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ from audit.analysis.compare import (
     TOO_FEW,
 )
 from audit.analysis.stats import seed_ranges
-from audit.engine.destinations import write_directory
+from audit.engine.destinations import csv_table, write_directory
 from audit.report.html import CSS, VERDICT_CLASSES, _figure
 from audit.report.sections import VERDICT_RULE, _interval, _pct
 
@@ -172,13 +170,7 @@ def _reference_text(ref: dict[str, Any]) -> str:
 
 
 def _write_csv(summary: dict[str, Any], path: Path) -> None:
-    def value(v: Any) -> Any:
-        return "" if v is None or (isinstance(v, float) and math.isnan(v)) else v
-
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(CSV_COLUMNS))
-        writer.writeheader()
-        writer.writerows({k: value(v) for k, v in row.items()} for row in csv_rows(summary))
+    csv_table(CSV_COLUMNS, list(csv_rows(summary)))(path)
 
 
 def _category(cell: dict[str, Any]) -> str:
