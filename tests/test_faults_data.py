@@ -25,6 +25,7 @@ import pytest
 
 from audit.cli.main import main
 from audit.engine import datasets as D
+from audit.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.skipif(not D.REPO_DATA_DIR.is_dir(), reason="shared data directory absent")
 
@@ -55,14 +56,14 @@ def run_audit(*args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedP
     """The CLI in its own process with bounded memory; a hang fails the test."""
     try:
         return subprocess.run([sys.executable, "-m", "audit.cli.main", *args], capture_output=True, text=True,
-                              timeout=timeout, cwd=D.REPO_ROOT, preexec_fn=_limit_memory)
+                              timeout=timeout, cwd=PROJECT_ROOT, preexec_fn=_limit_memory)
     except subprocess.TimeoutExpired:
         pytest.fail(f"`audit {' '.join(args)}` still running after {timeout} s")
 
 
 def start_audit(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "audit.cli.main", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=D.REPO_ROOT, preexec_fn=_limit_memory)
+                            stderr=subprocess.PIPE, text=True, cwd=PROJECT_ROOT, preexec_fn=_limit_memory)
 
 
 def _limit_memory() -> None:
