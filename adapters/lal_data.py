@@ -264,6 +264,23 @@ def cached(config: LalDataConfig = DEFAULT_CONFIG) -> dict[str, Any] | None:
     return meta
 
 
+def _refuse_foreign_sidecar(config: LalDataConfig) -> None:
+    """The sidecar's name may hold only al-audit's own sidecar (one a killed generation left
+    before linking its file) or nothing; anything else is the user's and is never replaced."""
+    path = data_dir(config) / FILES[config.criterion]
+    sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
+    if not os.path.lexists(sidecar):
+        return
+    try:
+        ours = (sidecar.is_file() and not sidecar.is_symlink()
+                and json.loads(sidecar.read_text()).get("generator") == "al-audit lal_data")
+    except (OSError, ValueError, AttributeError):
+        ours = False
+    if not ours:
+        raise StrategyError(f"{sidecar} was not written by al-audit's LAL data generator; al-audit does not "
+                            f"replace it: move it away")
+
+
 def _write_npz(path: Path, features: np.ndarray, gains: np.ndarray) -> None:
     """``np.savez``'s format (arr_0, arr_1), with fixed zip timestamps: same arrays, same bytes."""
     import zipfile
@@ -310,6 +327,7 @@ def ensure(config: LalDataConfig = DEFAULT_CONFIG, progress: Any = None) -> tupl
         meta = cached(config)
         if meta is not None:
             return directory, meta
+        _refuse_foreign_sidecar(config)  # before the generation: its name is replaced at the end
         started = time.perf_counter()
         features, gains = generate(config, progress)
         seconds = time.perf_counter() - started

@@ -67,6 +67,18 @@ def test_a_file_al_audit_did_not_write_is_refused_never_replaced(tmp_path, monke
     assert foreign.read_bytes() == before
 
 
+def test_a_sidecar_name_holding_a_users_file_is_refused_before_any_generation(tmp_path, monkeypatch):
+    monkeypatch.setenv(lal_data.CACHE_ENV, str(tmp_path))
+    directory = lal_data.data_dir(TINY)
+    directory.mkdir(parents=True)
+    sidecar = directory / (lal_data.FILES["iterative"] + lal_data.SIDECAR_SUFFIX)
+    sidecar.write_text("my notes\n")
+    monkeypatch.setattr(lal_data, "generate", lambda *a, **k: pytest.fail("generated before the check"))
+    with pytest.raises(StrategyError, match="does not replace it"):
+        lal_data.ensure(TINY)
+    assert sidecar.read_text() == "my notes\n"
+
+
 def test_the_file_is_what_alipys_lal_loads_and_selects_with(tmp_path, monkeypatch):
     monkeypatch.setenv(lal_data.CACHE_ENV, str(tmp_path))
     directory, _ = lal_data.ensure(TINY)
