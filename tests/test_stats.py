@@ -134,7 +134,7 @@ def test_cli_end_to_end_sonar(tmp_path, capsys):
     assert main(["rank", "--datasets", "sonar", *common, "--out", str(tmp_path / "rank"), "--references", str(refs)]) == 0
     captured = capsys.readouterr()
     assert "0 to run, 6 already stored" in captured.err  # the rerun reuses the store
-    assert f"published: rank of each strategy's published mean AUBC" in captured.out and "sonar published" in captured.out
+    assert "published: rank of each strategy's published mean AUBC" in captured.out and "sonar published" in captured.out
     ranks = list(csv.DictReader((tmp_path / "rank" / "rank.csv").read_text().splitlines()))
     assert float(ranks[0]["sonar mean"]) + float(ranks[1]["sonar mean"]) == pytest.approx(3.0)
     assert [(r["strategy"], r["sonar published rank"]) for r in ranks] == [("uniform", "2"), ("us-c", "1")]
