@@ -129,9 +129,6 @@ def reproduce(protocol: str | Path | Protocol, dataset: str, strategies: Sequenc
     return Replay(cells, stored, outcome.report, outcome.out_dir, outcome.ran, outcome.reused)
 
 
-_read_only = open_read_only
-
-
 def _where(filters: dict[str, Any]) -> tuple[str, list[Any]]:
     given = {k: v for k, v in filters.items() if v is not None}
     clause = " AND ".join(f"t.{k} = ?" for k in given)
@@ -140,7 +137,7 @@ def _where(filters: dict[str, Any]) -> tuple[str, list[Any]]:
 
 def _query(store: str | Path, sql: str, filters: dict[str, Any]) -> pd.DataFrame:
     where, params = _where(filters)
-    db = _read_only(store)
+    db = open_read_only(store)
     try:
         return pd.read_sql_query(sql.format(where=where), db, params=params)
     except (sqlite3.Error, pd.errors.DatabaseError) as exc:

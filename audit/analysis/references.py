@@ -47,6 +47,11 @@ class Reference:
         """The mean on the 0-1 scale (None where the paper printed no number)."""
         return None if self.mean is None else self.mean / SCALES[self.scale]
 
+    @property
+    def sd_fraction(self) -> float | None:
+        """The SD on the 0-1 scale (None where the paper printed none)."""
+        return None if self.sd is None else self.sd / SCALES[self.scale]
+
 
 def _number(fields, name, kind):
     text = fields[name]

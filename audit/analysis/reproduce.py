@@ -62,7 +62,7 @@ class ReproduceOutcome:
     unavailable: dict[str, str] = field(default_factory=dict)
 
 
-def _nan_to_none(value: float | None) -> float | None:
+def nan_to_none(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else float(value)
 
 
@@ -91,7 +91,7 @@ def compare_cell(protocol: Protocol, dataset: str, strategy: str, aubcs: list[fl
     welch_test = None
     if ref and ref.sd is not None and ref.n and ref.n > 1 and summary.n > 1:
         w = welch(summary.mean, float(np.std(aubcs, ddof=1)), summary.n,
-                  published, ref.sd / (100 if ref.scale == "percent" else 1), ref.n)
+                  published, ref.sd_fraction, ref.n)
         welch_test = None if w is None else {"t": w.t, "df": w.df, "p": w.p}
     return Comparison(summary, ref, published, verdict_text, low_power(summary, verdict_text), welch_test)
 
@@ -115,11 +115,11 @@ def _cell(protocol: Protocol, dataset: str, strategy: str, results: list[TrialRe
         "n_tle": sum(r.status == "tle" for r in results),
         "errors": [{"trial_seed": r.trial_seed, "status": r.status, "error": r.error}
                    for r in results if r.status != "ok"],
-        "mean": _nan_to_none(summary.mean), "sd": _nan_to_none(summary.sd),
-        "ci95": [_nan_to_none(v) for v in summary.ci95], "ci99": [_nan_to_none(v) for v in summary.ci99],
+        "mean": nan_to_none(summary.mean), "sd": nan_to_none(summary.sd),
+        "ci95": [nan_to_none(v) for v in summary.ci95], "ci99": [nan_to_none(v) for v in summary.ci99],
         "published_mean": compared.published,
         "verdict": compared.verdict, "low_power": compared.low_power,
-        "detectable_difference": _nan_to_none(detectable_difference(summary)),
+        "detectable_difference": nan_to_none(detectable_difference(summary)),
         "reference": None, "welch": compared.welch,
         "warnings": sorted({w for r in results for w in r.warnings}),
         # {fit path: trials}: the bit-identical fast paths or scikit-learn's own code (audit.fast.policy)

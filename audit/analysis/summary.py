@@ -23,7 +23,6 @@ import numpy as np
 
 import adapters
 from audit.analysis.compare import (
-    CONSISTENT,
     DISCREPANT_1,
     DISCREPANT_5,
     NOT_RUN,
@@ -31,7 +30,7 @@ from audit.analysis.compare import (
 )
 from audit.analysis.reference_lint import lint_references
 from audit.analysis.references import Reference, load_references
-from audit.analysis.reproduce import compare_cell
+from audit.analysis.reproduce import nan_to_none, compare_cell
 from audit.engine.datasets import REGISTRY, get_info, load_dataset
 from audit.engine.destinations import check_destination
 from audit.engine.metrics import get_variant
@@ -47,7 +46,6 @@ from audit.protocols import Protocol, load_protocol
 from audit.report.summary import write_summary
 
 DISCREPANT = (DISCREPANT_5, DISCREPANT_1)
-REFERENCED = (CONSISTENT, DISCREPANT_5, DISCREPANT_1)
 ALL = "all"
 TOP = 10  # the most discrepant cells the terminal and the pages list
 
@@ -192,10 +190,6 @@ def _lint_marks(protocol: Protocol, cells: set[tuple[str, str]]) -> tuple[list[d
     return listed, dict(marks)
 
 
-def _none(value: float | None) -> float | None:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
-
-
 def _cell(protocol: Protocol, dataset: str, strategy: str, trials: list[tuple], lint: list[int],
           published: list[Reference]) -> dict[str, Any]:
     """One cell from its selected stored trials (trial_seed, status, aubc), in seed order;
@@ -211,9 +205,9 @@ def _cell(protocol: Protocol, dataset: str, strategy: str, trials: list[tuple], 
     return {
         "dataset": dataset, "strategy": strategy, "n": s.n, "n_failed": len(trials) - len(ok),
         "trial_seeds": [seed for seed, status, _ in trials if status == "ok"],
-        "mean": _none(s.mean), "sd": _none(s.sd), "ci95": [_none(v) for v in s.ci95],
-        "ci99": [_none(v) for v in s.ci99], "published_mean": compared.published,
-        "published_sd": None if ref is None or ref.sd is None else ref.sd / (100 if ref.scale == "percent" else 1),
+        "mean": nan_to_none(s.mean), "sd": nan_to_none(s.sd), "ci95": [nan_to_none(v) for v in s.ci95],
+        "ci99": [nan_to_none(v) for v in s.ci99], "published_mean": compared.published,
+        "published_sd": None if ref is None else ref.sd_fraction,
         "difference": difference, "t": t, "verdict": compared.verdict, "low_power": compared.low_power,
         "welch_p": (compared.welch or {}).get("p"),
         "reference": None if ref is None else {"paper": ref.paper, "table": ref.table, "row": ref.row,
