@@ -334,6 +334,7 @@ def ensure(config: LalDataConfig = DEFAULT_CONFIG, progress: Any = None) -> tupl
         final = directory / FILES[config.criterion]
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".al-audit-", suffix=".npz.partial")
         os.close(fd)
+        sidecar_tmp = Path(tmp + ".json")  # both temporary names are ours: mkstemp made tmp
         try:
             _write_npz(Path(tmp), features, gains)
             meta = {"generator": "al-audit lal_data", "version": GENERATOR_VERSION, "seed": config.seed,
@@ -341,15 +342,15 @@ def ensure(config: LalDataConfig = DEFAULT_CONFIG, progress: Any = None) -> tupl
                     "authors_episodes": AUTHORS_CONFIG.n_episodes, "seconds": round(seconds, 1),
                     "sha256": _sha256(Path(tmp)), "file": final.name}
             sidecar = final.with_name(final.name + SIDECAR_SUFFIX)
-            sidecar_tmp = Path(tmp + ".json")
             sidecar_tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
             os.replace(sidecar_tmp, sidecar)  # ours: only al-audit writes this name
             os.link(tmp, final)  # unlike a rename, never replaces a file that appeared meanwhile
         except FileExistsError:
             return directory, cached(config) or meta
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+            for leftover in (tmp, sidecar_tmp):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)
     return directory, meta
 
 

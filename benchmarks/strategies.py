@@ -43,9 +43,10 @@ from audit.engine.capabilities import CANONICAL_STRATEGIES, capability
 from audit.engine.datasets import get_info, load_dataset, names
 from audit.engine.runner import run_trial
 from audit.engine.splits import plan_seeds
+from audit.paths import REFERENCE_DIR
 from audit.protocols import Protocol, load_protocol
 
-PUBLISHED_TIMES = Path(__file__).resolve().parent.parent / "reference_results/timings/lu2023_repository_times.csv"
+PUBLISHED_TIMES = REFERENCE_DIR / "timings" / "lu2023_repository_times.csv"
 CLUSTER_CORES = 64
 
 
