@@ -86,6 +86,19 @@ RELEASED_ALL = Hypothesis("released-all", "the released code (every knob)", "rel
 name, so the trials of `audit reproduce <released>` are read, not rerun)."""
 
 
+def _lookup_matters(data: Dataset | None) -> bool:
+    """A first-equal-row label lookup gives other labels only where equal rows disagree
+    (unknown data: it may)."""
+    return data is None or conflicting_duplicates(data.X, data.y) > 0
+
+
+def _libact_labels_matter(library: str, data: Dataset | None) -> bool:
+    """libact sees the file's own label values only for its strategies, and they differ
+    from -1/+1 only on a binary file spelled otherwise (unknown data: they may)."""
+    return library == "libact" and (
+        data is None or (data.info.n_classes == 2 and file_label_values(data.info.name) != {0: -1, 1: 1}))
+
+
 def _changes(audited: Protocol, derived: Protocol, sid: str, data: Dataset | None = None) -> bool:
     """Does the flip change anything this strategy's replay depends on (on this data set,
     when ``data`` is given)? The label knobs matter only where their lookup or encoding
@@ -96,11 +109,9 @@ def _changes(audited: Protocol, derived: Protocol, sid: str, data: Dataset | Non
     if bound_strategy(audited, audited.strategy(sid)) != bound_strategy(derived, derived.strategy(sid)):
         return True  # the query-model era changes a model the strategy builds
     library = adapters.strategy_class(audited.strategy(sid).implementation).library
-    if audited.reveals_equal_row(library) != derived.reveals_equal_row(library) and (
-            data is None or conflicting_duplicates(data.X, data.y) > 0):
+    if audited.reveals_equal_row(library) != derived.reveals_equal_row(library) and _lookup_matters(data):
         return True
-    return audited.libact_binary != derived.libact_binary and library == "libact" and (
-        data is None or (data.info.n_classes == 2 and file_label_values(data.info.name) != {0: -1, 1: 1}))
+    return audited.libact_binary != derived.libact_binary and _libact_labels_matter(library, data)
 
 
 def combine(first: Hypothesis, second: Hypothesis) -> Hypothesis:
@@ -157,11 +168,9 @@ def effective_key(audited: Protocol, protocol: Protocol, sid: str, data: Dataset
                 strategies={sid: spec}, aubc_variant=audited.aubc_variant, aubc_metric=audited.aubc_metric)
     if bound_strategy(p, spec) == bound_strategy(replace(p, query_model_defaults=audited.query_model_defaults), spec):
         p = replace(p, query_model_defaults=audited.query_model_defaults)
-    if p.reveals_equal_row(library) == audited.reveals_equal_row(library) or (
-            data is not None and conflicting_duplicates(data.X, data.y) == 0):
+    if p.reveals_equal_row(library) == audited.reveals_equal_row(library) or not _lookup_matters(data):
         p = replace(p, label_reveal=audited.label_reveal, label_reveal_applies_to=audited.label_reveal_applies_to)
-    if library != "libact" or (data is not None and not (
-            data.info.n_classes == 2 and file_label_values(data.info.name) != {0: -1, 1: 1})):
+    if not _libact_labels_matter(library, data):
         p = replace(p, libact_binary=audited.libact_binary)
     return p.spec_hash
 
