@@ -34,9 +34,11 @@ def _svm(kernel: str) -> Callable[..., ClassifierMixin]:
 
 
 def _lr(random_state: int | None, **params: Any) -> ClassifierMixin:
-    from sklearn.linear_model import LogisticRegression
+    """scikit-learn's LogisticRegression; liblinear on three or more classes fits one-vs-rest,
+    as scikit-learn did before 1.8 (audit/engine/liblinear_ovr.py)."""
+    from audit.engine.liblinear_ovr import OvRLogisticRegression
 
-    return LogisticRegression(random_state=random_state, **params)
+    return OvRLogisticRegression(random_state=random_state, **params)
 
 
 def _lr_grid(random_state: int | None, **params: Any) -> ClassifierMixin:
@@ -143,6 +145,8 @@ def sklearn_classifier(path: str) -> type:
 def _build_sklearn(path: str, random_state: int | None, **params: Any) -> ClassifierMixin:
     """A class-path model; it gets the protocol's model seed when it takes a random_state."""
     cls = sklearn_classifier(path)
+    if path == "sklearn.linear_model.LogisticRegression":  # liblinear on 3+ classes: one-vs-rest, as `lr`
+        from audit.engine.liblinear_ovr import OvRLogisticRegression as cls
     if "random_state" in inspect.signature(cls).parameters:
         params.setdefault("random_state", random_state)
     return cls(**params)

@@ -22,11 +22,13 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.extmath import safe_sparse_dot
 
+from audit.engine.liblinear_ovr import OvRLogisticRegression
 from audit.fast.policy import FastPathMixin
 
 
-class LeanLR(FastPathMixin, LogisticRegression):
-    """``LogisticRegression`` with lean predictions (see the module docstring)."""
+class LeanLR(FastPathMixin, OvRLogisticRegression):
+    """``LogisticRegression`` (liblinear one-vs-rest on 3+ classes, as `lr` builds it) with lean
+    predictions (see the module docstring)."""
 
     fast_path_name = "lean-lr"
 
@@ -34,7 +36,7 @@ class LeanLR(FastPathMixin, LogisticRegression):
         return sample_weight is None
 
     def _fast_fit(self, X: np.ndarray, y: np.ndarray) -> None:
-        LogisticRegression.fit(self, X, y)  # scikit-learn's own fit: only the predictions are lean
+        OvRLogisticRegression.fit(self, X, y)  # scikit-learn's own fit: only the predictions are lean
 
     @classmethod
     def _agrees_with_parent(cls) -> bool:
@@ -80,14 +82,14 @@ def _agrees_with_lr() -> bool:
     process (:func:`audit.fast.policy.fast_path_verified`).
     """
     rng = np.random.default_rng(4)
-    cases = ((2, {"C": 0.1}), (3, {"C": 1.0}), (2, {"solver": "liblinear"}))
+    cases = ((2, {"C": 0.1}), (3, {"C": 1.0}), (2, {"solver": "liblinear"}), (3, {"solver": "liblinear"}))
     for n_classes, params in cases:
         X = np.round(rng.normal(size=(40, 6)) * 2, 1)
         y = rng.integers(0, n_classes, size=40) * 2 - 1  # labels -1, 1, 3
         X_new = rng.normal(size=(12, 6))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            reference = LogisticRegression(random_state=0, **params).fit(X, y)
+            reference = OvRLogisticRegression(random_state=0, **params).fit(X, y)
             lean = LeanLR(random_state=0, **params)
             lean._validate_params_once()
             lean._fast_fit(X.copy(), y)
