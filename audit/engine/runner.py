@@ -77,14 +77,13 @@ class TrialResult:
         return hashlib.sha256(json.dumps(sequence).encode()).hexdigest()[:16]
 
 
-def budget_for(protocol: Protocol, pool_size: int, dataset: str = "") -> int:
-    """Labels to query in a trial on ``dataset``; a budget larger than the pool is an input error."""
-    size = protocol.budget_for_dataset(dataset)
-    if size == "pool":
+def budget_for(protocol: Protocol, pool_size: int) -> int:
+    """Labels to query in a trial; a budget larger than the pool is an input error."""
+    if protocol.budget_size == "pool":
         return pool_size
-    if size > pool_size:
-        raise AuditError(f"budget {size} is larger than the unlabeled pool ({pool_size} rows)")
-    return int(size)
+    if protocol.budget_size > pool_size:
+        raise AuditError(f"budget {protocol.budget_size} is larger than the unlabeled pool ({pool_size} rows)")
+    return int(protocol.budget_size)
 
 
 SCALERS = {"standard": StandardScaler, "minmax": MinMaxScaler}
@@ -172,6 +171,8 @@ def run_trial(
     so each companion's task model is trained and scored on this trial's queries, and its
     result, the one a replay under the companion would give, is in ``result.companions``.
     """
+    protocol = protocol.for_dataset(dataset_name)
+    companions = tuple(c.for_dataset(dataset_name) for c in companions)
     results = [TrialResult(p.name, dataset_name, strategy_id, trial_seed, "error") for p in (protocol, *companions)]
     result = results[0]
     start = time.perf_counter()
@@ -291,7 +292,7 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
     y_train = y[train_rows]
     y_test = y[split.test]
     n_initial = split.labeled.size
-    budget = budget_for(protocol, split.pool.size, dataset_name)
+    budget = budget_for(protocol, split.pool.size)
 
     task_features = _Features(protocol.scaling["task"], X, split, protocol.scaler, protocol.scaler_test_fit)
     query_spec, params = bound_strategy(protocol, spec)

@@ -37,7 +37,7 @@ LIBACT_BINARY = ("pm1", "file")
 # spec hash, so a protocol that does not set them keeps its hash (and its stored trials).
 LATER_KNOBS = {"query_model_defaults": "current", "label_reveal": "row", "label_reveal_applies_to": [],
                "libact_binary": "pm1", "validation_ratio": 0.0, "scaler": "standard", "scaler_test_fit": "train",
-               "budget_by_dataset": {}, "paper_vs_code": {}}
+               "budget_by_dataset": {}, "paper_vs_code": {}, "task_model_by_dataset": {}}
 
 
 @dataclass(frozen=True)
@@ -119,13 +119,19 @@ class Protocol:
     scaler_test_fit: str = "train"
     # [budget] by_dataset: a budget per data set overriding [budget] size
     budget_by_dataset: dict[str, int] = field(default_factory=dict)
+    # [task_model_by_dataset.NAME]: a task model per data set overriding [task_model]
+    task_model_by_dataset: dict[str, ModelSpec] = field(default_factory=dict)
     # [paper_vs_code]: what the paper states where the protocol follows the released code
     # instead, {knob: {paper = value, code = value, source = "..."}}; the diagnosis flags each
     paper_vs_code: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def budget_for_dataset(self, dataset: str) -> int | str:
-        """The budget of ``dataset``: its own under [budget] by_dataset, else [budget] size."""
-        return self.budget_by_dataset.get(dataset, self.budget_size)
+    def for_dataset(self, dataset: str) -> "Protocol":
+        """This protocol as it runs on ``dataset``: that data set's own budget and task model
+        where [budget] by_dataset and [task_model_by_dataset] give them (else unchanged)."""
+        from dataclasses import replace
+
+        return replace(self, budget_size=self.budget_by_dataset.get(dataset, self.budget_size),
+                       task_model=self.task_model_by_dataset.get(dataset, self.task_model))
 
     def reveals_equal_row(self, library: str) -> bool:
         """Does a strategy of ``library`` learn the first equal train row's label?"""
@@ -267,6 +273,8 @@ def _parse(data: dict[str, Any], path: Path) -> Protocol:
             scaler=scaler,
             scaler_test_fit=scaler_test_fit,
             budget_by_dataset=by_dataset,
+            task_model_by_dataset={name: ModelSpec.from_data(spec)
+                                   for name, spec in data.get("task_model_by_dataset", {}).items()},
             paper_vs_code=paper_vs_code,
         )
     except KeyError as exc:
