@@ -623,7 +623,42 @@ class VarianceReduction(QueryStrategy):
         return rows[[errors.index(min(errors))]]
 
 
+class NotWritten(QueryStrategy):
+    """A strategy a published protocol ran that al-audit cannot run faithfully: listed in the
+    capability matrix as unavailable with ``reason``, never replaced by a look-alike."""
+
+    reason = ""
+
+    @classmethod
+    def availability(cls) -> str | None:
+        return cls.reason
+
+    def _select(self, X, y, model, batch_size, candidates, rng):
+        raise StrategyError(self.reason)
+
+
+def _not_written(name: str, reason: str) -> type[QueryStrategy]:
+    return type(name, (NotWritten,), {"implements": name, "reason": reason, "__doc__": reason, "__module__": __name__})
+
+
+# CDALBench's methods no library here provides (its Table 3, App. J)
+NOT_WRITTEN = {
+    "bald": _not_written("BALD (MC dropout)", "CDALBench's BALD samples Monte-Carlo dropout masks of the one "
+                         "classifier; scikit-activeml's GreedyBALD samples an ensemble, and Table 7's tabular "
+                         "MLPs have dropout 0, so no faithful BALD can be built from what the paper states"),
+    "coregcn": _not_written("Core-GCN", "Core-GCN trains a graph convolutional network on the classifier's "
+                            "embeddings; no installed library provides it, and App. J does not state it fully"),
+    "galaxy": _not_written("GALAXY", "GALAXY's graph bisection over the classifier's outputs is in no "
+                           "installed library, and App. J does not state it fully"),
+    "dsa": _not_written("DSA", "distance-based surprise adequacy is in no installed library, and App. J does "
+                        "not state its set construction fully"),
+    "lsa": _not_written("LSA", "likelihood-based surprise adequacy is in no installed library, and App. J "
+                        "does not state its density model"),
+}
+
+
 STRATEGIES: dict[str, type[QueryStrategy]] = {
+    **NOT_WRITTEN,
     "uniform": Uniform,
     "margin": Margin,
     "coreset": KCenter,

@@ -165,7 +165,96 @@ class Random(SkactivemlStrategy):
         return qs.query(X, y, candidates=candidates, batch_size=batch_size)
 
 
+class FittedUncertainty(SkactivemlStrategy):
+    """scikit-activeml's ``uncertainty_scores`` on the class probabilities of the fitted task
+    model (CDALBench's margin, entropy and least-confident sampling query the classifier of
+    the current round, fine-tuned or not, rather than a model refitted by the library).
+    The highest score wins; ties go to the first candidate in pool order."""
+
+    implements = "uncertainty_scores (on the fitted task model)"
+    skactiveml_class = "uncertainty_scores"
+    param_defaults = {"method": "least_confident"}
+    model_use = "fitted"
+
+    def _select(self, X, y, model, batch_size, candidates, rng):
+        candidates = np.asarray(candidates, dtype=np.int64)
+        scores = _pool.uncertainty_scores(model.predict_proba(np.asarray(X, dtype=float)[candidates]),
+                                          method=self.params["method"])
+        return candidates[np.argsort(-scores, kind="stable")[:batch_size]]
+
+
+def _embedding(model: Any, X: np.ndarray) -> np.ndarray:
+    """The fitted task model's embedding of X (its ``embed``: the last hidden layer), else X."""
+    return model.embed(X) if hasattr(model, "embed") else X
+
+
+class EmbeddedCoreSet(SkactivemlStrategy):
+    """``CoreSet`` (greedy k-center) in the fitted task model's embedding, as CDALBench's
+    Coreset clusters "in a semantically meaningful space" (App. J); on the raw features when
+    the model has no embedding (the linear layer: the paper's "Coreset Raw")."""
+
+    implements = "CoreSet (in the task model's embedding)"
+    skactiveml_class = "CoreSet"
+    param_defaults = {"metric": "euclidean"}
+    model_use = "fitted"
+
+    def _select(self, X, y, model, batch_size, candidates, rng):
+        qs = _pool.CoreSet(metric=self.params["metric"], missing_label=MISSING, random_state=self._seed(rng))
+        return qs.query(_embedding(model, np.asarray(X, dtype=float)), np.asarray(y, dtype=np.int64),
+                        candidates=np.asarray(candidates, dtype=np.int64), batch_size=batch_size)
+
+
+class EmbeddedTypiClust(SkactivemlStrategy):
+    """``TypiClust`` in the fitted task model's embedding (App. J), k = 20 neighbours for
+    the typicality as its authors use; KMeans with as many clusters as labels so far plus the batch."""
+
+    implements = "TypiClust (in the task model's embedding)"
+    skactiveml_class = "TypiClust"
+    param_defaults = {"k": 20}
+    model_use = "fitted"
+
+    def _select(self, X, y, model, batch_size, candidates, rng):
+        qs = _pool.TypiClust(k=int(self.params["k"]), missing_label=MISSING, random_state=self._seed(rng))
+        return qs.query(_embedding(model, np.asarray(X, dtype=float)), np.asarray(y, dtype=np.int64),
+                        candidates=np.asarray(candidates, dtype=np.int64), batch_size=batch_size)
+
+
+class Badge(SkactivemlStrategy):
+    """``Badge``: k-means++ seeding on the gradient embedding of the fitted task model's last
+    layer. scikit-activeml takes the embedding from the classifier's ``predict_proba`` (its
+    ``clf_embedding_flag_name``); the task model is wrapped, already fitted, so the library
+    neither refits nor retrains it."""
+
+    implements = "Badge (on the fitted task model)"
+    skactiveml_class = "Badge"
+    model_use = "fitted"
+
+    def _select(self, X, y, model, batch_size, candidates, rng):
+        from skactiveml.base import SkactivemlClassifier
+
+        class Fitted(SkactivemlClassifier):
+            """The round's task model as scikit-activeml sees a fitted classifier."""
+
+            def fit(self, X, y, sample_weight=None):  # never called: fit_clf=False
+                raise NotImplementedError
+
+            def predict_proba(self, X, return_embeddings=False):
+                probas = model.predict_proba(X)
+                return (probas, _embedding(model, X)) if return_embeddings else probas
+
+        y = np.asarray(y, dtype=np.int64)
+        clf = Fitted(classes=np.arange(len(model.classes_)), missing_label=MISSING)
+        qs = _pool.Badge(clf_embedding_flag_name="return_embeddings", missing_label=MISSING,
+                         random_state=self._seed(rng))
+        return qs.query(np.asarray(X, dtype=float), y, clf, fit_clf=False,
+                        candidates=np.asarray(candidates, dtype=np.int64), batch_size=batch_size)
+
+
 STRATEGIES: dict[str, type[QueryStrategy]] = {
+    "uncertainty-fitted": FittedUncertainty,
+    "coreset-embedded": EmbeddedCoreSet,
+    "typiclust-embedded": EmbeddedTypiClust,
+    "badge": Badge,
     "uncertainty": Uncertainty,
     "qbc": QBC,
     "eer": EER,

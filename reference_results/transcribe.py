@@ -17,6 +17,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 LU2023 = "rebenchmark-pool-based-al-binary.txt"
 ZHAN2021 = "aldataset-zhan2021-benchmark.txt"
+CDALBENCH = "cdalbench-cross-domain-benchmark.txt"
 LU2023_REPOSITORY = "lu2023-repository-summary.csv"
 REPOSITORY_TABLE = "repository summary"
 
@@ -261,6 +262,111 @@ def lu2023_table5(papers):
     return out
 
 
+# CDALBench (paper id cdalbench2024): its column labels -> data-set ids (registry ids where the
+# registry has the set; the encoded and image/text sets keep the paper's name, lower-cased)
+CDAL_DATASETS = {
+    "Splice": "splice", "SpliceEnc": "splice-enc", "DNA": "dna", "DNAEnc": "dna-enc", "USPS": "usps",
+    "USPSEnc": "usps-enc", "Cifar10Enc": "cifar10-enc", "FMnistEnc": "fmnist-enc", "TopV2": "topv2",
+    "Diverging Sine": "divergingsin", "DivergingSin": "divergingsin", "ThreeClust": "threeclust",
+    "Cifar10": "cifar10", "FMnist": "fmnist", "News": "news",
+    "Normal": "normal", "Semi": "semi", "Unencoded": "unencoded", "Encoded": "encoded",
+}
+CDAL_STRATEGIES = {"Oracle": "greedy-oracle", "LeastConf": "leastconfident", "LeastConfident": "leastconfident"}
+CDAL_NOTES = {
+    "threeclust": "ThreeClust is the Honeypot set (Sec. 8)",
+    "normal": "aggregate column: un-encoded data sets", "semi": "aggregate column: encoded data sets",
+    "unencoded": "aggregate column: un-encoded data sets", "encoded": "aggregate column: encoded data sets",
+}
+CDAL_QUERY_SIZES = {"Table 8": 1, "Table 9": 5}
+PM = "$\\pm$"
+
+
+def cdal_strategy(label):
+    return CDAL_STRATEGIES.get(label, label.lower())
+
+
+def cell_lines(path, caption):
+    """(header labels, {row label: cells}) of a table printed one cell per line (CDALBench's
+    Tables 8-14): the column labels up to the first row label, then each row label followed by
+    its cells; a row with one cell more than the data columns starts with its "Wins" count."""
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    start = [i for i, line in enumerate(lines) if line.startswith(caption + ":")]
+    if len(start) != 1:
+        raise ValueError(f"{path.name}: expected one caption {caption!r}, found {len(start)}")
+    i = start[0] + 1
+    header = []
+    while lines[i] != "Oracle":
+        header.append(lines[i])
+        i += 1
+    rows, label = {}, None
+    for line in lines[i:]:
+        if line.startswith("Table ") or line.startswith("Appendix "):
+            break
+        if line[0].isalpha():
+            label = line
+            rows[label] = []
+        else:
+            rows[label].append(line)
+    return header, rows
+
+
+def cdalbench_tables8_9(papers):
+    """Tables 8 (query size 1) and 9 (query size 5): AUC mean +- SD per method and data set,
+    50 runs; the Wins column in the note. Table 9's Oracle row is compared with Table 8's."""
+    out, oracle = [], {}
+    for table, query_size in CDAL_QUERY_SIZES.items():
+        header, rows = cell_lines(papers / CDALBENCH, table)
+        wins_label, columns = header[0], header[1:]
+        for label, cells in rows.items():
+            notes = []
+            if len(cells) == len(columns) + 1:
+                notes.append(f"{wins_label}: {cells[0]}")
+                cells = cells[1:]
+            elif len(cells) != len(columns):
+                raise ValueError(f"{table} row {label!r} has {len(cells)} cells for {len(columns)} columns")
+            else:
+                notes.append(f"{wins_label} not printed")
+            if label == "Oracle":
+                oracle[table] = cells
+                if table != "Table 8" and cells == oracle["Table 8"]:
+                    notes.append("every cell equals Table 8's Oracle row (query size 1)")
+            for column, cell in zip(columns, cells):
+                mean, _, sd = cell.partition(PM)
+                float(mean), float(sd)  # raises on anything that is not a number
+                dataset = CDAL_DATASETS[column]
+                row = record("cdalbench2024", table, label, dataset, cdal_strategy(label), mean,
+                             notes + ([CDAL_NOTES[dataset]] if dataset in CDAL_NOTES else []),
+                             batch_size=query_size, sd=sd, n=50, scale="fraction")
+                out.append({**row, "aubc_variant": "cdalbench"})
+    return out
+
+
+RANK_COLUMNS = ["paper", "table", "row", "dataset", "strategy", "mean_rank", "pm", "runs", "note"]
+CDAL_RANK_RUNS = {"Table 3": 50, "Table 4": 3, "Table 5": 3}
+CDAL_RANK_NOTES = {
+    "Table 3": "ranks averaged over runs and query sizes; '+-' as printed (the paper does not say what it is)",
+    "Table 4": "first random draw of 3 runs from the pool of 50",
+    "Table 5": "second random draw of 3 runs from the pool of 50",
+}
+
+
+def cdalbench_ranks(papers):
+    """Tables 3 (50 runs), 4 and 5 (two draws of 3 runs): mean ranks per method and data set."""
+    out = []
+    for table, runs in CDAL_RANK_RUNS.items():
+        header, rows = read_table(papers / CDALBENCH, table)
+        for label, *cells in rows:
+            for column, cell in zip(header[1:], cells):
+                mean, _, pm = cell.partition(PM)
+                float(mean)
+                dataset = CDAL_DATASETS[column]
+                notes = [CDAL_RANK_NOTES[table]] + ([CDAL_NOTES[dataset]] if dataset in CDAL_NOTES else [])
+                out.append({"paper": "cdalbench2024", "table": table, "row": label, "dataset": dataset,
+                            "strategy": cdal_strategy(label), "mean_rank": mean, "pm": pm, "runs": runs,
+                            "note": "; ".join(notes)})
+    return out
+
+
 # output file -> (transcription, which source directory it reads: "papers" or "references")
 OUTPUTS = {
     "lu2023_table1.csv": (lu2023_table1, "papers"),
@@ -268,11 +374,18 @@ OUTPUTS = {
     "lu2023_table9_10.csv": (lu2023_tables9_10, "papers"),
     "zhan2021_tables5_7.csv": (zhan2021_tables5_7, "papers"),
     "lu2023_repository.csv": (lu2023_repository, "references"),
+    "cdalbench2024_tables8_9.csv": (cdalbench_tables8_9, "papers"),
 }
 # Data-set properties as the papers print them (a subdirectory: not AUBC references)
 PROPERTY_OUTPUTS = {
     "dataset_properties/zhan2021_table2.csv": zhan2021_table2,
     "dataset_properties/lu2023_table5.csv": lu2023_table5,
+}
+
+
+# Mean ranks (not AUBCs, so not read by load_references): their own columns, their own directory
+RANK_OUTPUTS = {
+    "ranks/cdalbench2024_tables3_5.csv": cdalbench_ranks,
 }
 
 
@@ -284,6 +397,7 @@ def main():
     args = parser.parse_args()
     jobs = [(name, transcribe, getattr(args, source), COLUMNS) for name, (transcribe, source) in OUTPUTS.items()]
     jobs += [(name, transcribe, args.papers, PROPERTY_COLUMNS) for name, transcribe in PROPERTY_OUTPUTS.items()]
+    jobs += [(name, transcribe, args.papers, RANK_COLUMNS) for name, transcribe in RANK_OUTPUTS.items()]
     for name, transcribe, source, columns in jobs:
         rows = transcribe(source)
         (args.out / name).parent.mkdir(exist_ok=True)

@@ -125,6 +125,26 @@ def test_train_test_duplicates(lu2023):
     assert not d.train_test_duplicates(lu2023, _data("sonar")).triggered
 
 
+def test_paper_vs_code_flags_cdalbench_budget_60_against_the_configs_100_and_80(lu2023):
+    cdalbench = load_protocol("cdalbench")
+    finding = d.paper_vs_code(cdalbench, load_dataset("threeclust"))
+    assert finding.triggered
+    assert finding.evidence["budget.threeclust"]["paper"] == 60 and finding.evidence["budget.threeclust"]["code"] == 100
+    assert "budget.threeclust: paper 60, code 100 (follows the paper)" in finding.finding
+    assert "budget.divergingsin" not in finding.evidence  # another data set's entry
+    sine = d.paper_vs_code(cdalbench, load_dataset("divergingsin")).evidence
+    assert (sine["budget.divergingsin"]["paper"], sine["budget.divergingsin"]["code"]) == (60, 80)
+    assert cdalbench.for_dataset("threeclust").budget_size == 60  # the protocol follows the paper
+    assert not d.paper_vs_code(lu2023).triggered
+
+
+def test_test_scaler_flags_the_released_quirk_only(lu2023):
+    cdalbench = load_protocol("cdalbench")
+    assert d.test_scaler(cdalbench).triggered and d.test_scaler(cdalbench).evidence["test_fit"] == "test"
+    assert not d.test_scaler(dataclasses.replace(cdalbench, scaler_test_fit="train")).triggered
+    assert not d.test_scaler(lu2023).triggered
+
+
 def test_expected_runs_of_two_classes():
     labels = np.array([0] * 3 + [1] * 5)
     assert d.expected_runs(labels) == pytest.approx(1 + 2 * 3 * 5 / 8)

@@ -185,14 +185,15 @@ N_LABELED = [20, 21, 22, 23]  # batch 1, quota 3
 # lu2023_later: 1.55 / (3 + 1) = 0.3875, no rounding
 # zhan2021_code: 2.1 / 3 = 0.7 rounded to 3 decimals = 0.7
 # alpbench: raw area with x = 20..23: 0.55 + 0.70 + 0.85 = 2.1 (not divided)
-# cdalbench: mean(0.6, 0.8, 0.9) = 2.3 / 3 = 0.766666..
+# cdalbench (eq. 1, Alg. 1): the 3 models trained before each acquisition, mean(0.5, 0.6, 0.8)
+#   = 1.9 / 3 = 0.633333..; the 0.9 after the last label is never scored
 EXPECTED = {
     "trapezoid": 2.1 / 3,
     "zhan2021_code": 0.7,
     "lu2023_code": 0.51667,
     "lu2023_later": 0.3875,
     "alpbench": 2.1,
-    "cdalbench": 2.3 / 3,
+    "cdalbench": 1.9 / 3,
 }
 
 
@@ -255,7 +256,7 @@ def test_rounding_rounds_up_as_well_as_down():
 # lu2023_code: x = [0, 2] over [0.7, 0.8]: 2*(0.75) = 1.5; / 4 = 0.375
 # lu2023_later: 1.5 / 5 = 0.3
 # alpbench: x = [20, 22, 24]: raw 2.7
-# cdalbench: mean(0.7, 0.8) = 0.75
+# cdalbench: the 2 rounds' models before acquisition, mean(0.5, 0.7) = 0.6
 BATCH2 = ([0.5, 0.7, 0.8], [20, 22, 24])
 BATCH2_EXPECTED = {
     "trapezoid": 0.675,
@@ -263,7 +264,7 @@ BATCH2_EXPECTED = {
     "lu2023_code": 0.375,
     "lu2023_later": 0.3,
     "alpbench": 2.7,
-    "cdalbench": 0.75,
+    "cdalbench": 0.6,
 }
 
 
@@ -316,3 +317,12 @@ def test_get_variant_unknown_lists_known_names():
     assert "nope" in msg
     for name in AUBC_VARIANTS:
         assert name in msg
+
+
+def test_cdalbench_eq1_never_scores_the_last_label():
+    # Alg. 1 of CDALBench: acc(i) = Train(L(i)) for i = 1..B, then acquire; so with B = 3 queries
+    # the points are the initial model and the models after queries 1 and 2: (0.5 + 0.6 + 0.8) / 3
+    variant = get_variant("cdalbench")
+    assert variant([0.5, 0.6, 0.8, 0.9], N_LABELED) == pytest.approx(1.9 / 3, abs=1e-15)
+    assert variant([0.5, 0.6, 0.8, 0.1], N_LABELED) == variant([0.5, 0.6, 0.8, 1.0], N_LABELED)
+    assert variant([0.5, 0.6, 0.8, 0.9], N_LABELED) != variant([0.4, 0.6, 0.8, 0.9], N_LABELED)

@@ -16,8 +16,10 @@ ROW_COUNTS = {
     "lu2023_table9_10.csv": 92,
     "zhan2021_tables5_7.csv": 2160,
     "lu2023_repository.csv": 494,
+    "cdalbench2024_tables8_9.csv": 286,  # 2 tables x 13 methods x 11 data sets
 }
 PROPERTY_FILES = ["dataset_properties/zhan2021_table2.csv", "dataset_properties/lu2023_table5.csv"]
+RANK_FILES = {"ranks/cdalbench2024_tables3_5.csv": (13 + 12 + 12) * 9}  # methods (Tables 4, 5: no Galaxy) x (7 sets + 2 aggregates)
 
 
 def cell(table, paper, dataset, strategy, row=None, metric="accuracy", batch_size=None):
@@ -40,9 +42,9 @@ def test_values_in_range_and_consistent():
     for ref in load_references(metric=None):
         assert ref.mean is None or 0 <= ref.mean_fraction <= 1
         assert ref.sd is None or ref.sd >= 0
-        assert ref.aubc_variant == f"{ref.paper}_code"
-        assert ref.scale == ("fraction" if ref.table in {"Table 5", "Table 6", "Table 7",
-                                                         "repository summary"} else "percent")
+        assert ref.aubc_variant == ("cdalbench" if ref.paper == "cdalbench2024" else f"{ref.paper}_code")
+        assert ref.scale == ("fraction" if ref.table in {"Table 5", "Table 6", "Table 7", "repository summary"}
+                             or ref.paper == "cdalbench2024" else "percent")
         assert ref.mean is not None or "printed as" in ref.note
 
 
@@ -159,8 +161,52 @@ def test_transcription_reproduces_the_csv_files(tmp_path):
     subprocess.run([sys.executable, script, PAPERS, "--references", SHARED_REFERENCES,
                     "--out", tmp_path], check=True, capture_output=True)
     assert {p.name for p in tmp_path.glob("*.csv")} == set(ROW_COUNTS)
-    for name in [*ROW_COUNTS, *PROPERTY_FILES]:
+    for name in [*ROW_COUNTS, *PROPERTY_FILES, *RANK_FILES]:
         assert (tmp_path / name).read_bytes() == (REFERENCE_DIR / name).read_bytes(), name
+
+
+# Sample cells of CDALBench's Tables 8 (query size 1) and 9 (query size 5), read off the paper text
+@pytest.mark.parametrize("table, dataset, strategy, batch_size, mean, sd, wins", [
+    ("Table 8", "threeclust", "margin", 1, 0.704, 0.074, "0"),
+    ("Table 8", "threeclust", "random", 1, 0.721, 0.036, "0"),
+    ("Table 8", "divergingsin", "coreset", 1, 0.937, 0.014, "0"),
+    ("Table 8", "divergingsin", "greedy-oracle", 1, 0.957, 0.009, None),
+    ("Table 8", "splice", "leastconfident", 1, 0.779, 0.019, "3"),
+    ("Table 8", "topv2", "entropy", 1, 0.815, 0.021, "2"),
+    ("Table 9", "divergingsin", "typiclust", 5, 0.916, 0.02, "0"),
+    ("Table 9", "threeclust", "badge", 5, 0.72, 0.036, "2"),
+    ("Table 9", "usps-enc", "bald", 5, 0.332, 0.054, "3"),
+])
+def test_cdalbench_cells_match_the_paper(table, dataset, strategy, batch_size, mean, sd, wins):
+    ref = cell(table, "cdalbench2024", dataset, strategy, batch_size=batch_size)
+    assert (ref.mean, ref.sd, ref.n, ref.batch_size, ref.scale, ref.aubc_variant) == \
+        (mean, sd, 50, batch_size, "fraction", "cdalbench")
+    assert ("Wins not printed" if wins is None else f"Wins: {wins}") in ref.note
+
+
+def test_cdalbench_table9_oracle_row_is_table8s():
+    oracle9 = load_references("cdalbench2024", strategy="greedy-oracle", batch_size=5)
+    assert len(oracle9) == 11 and all("equals Table 8's Oracle row" in r.note for r in oracle9)
+    eight = {r.dataset: (r.mean, r.sd) for r in load_references("cdalbench2024", strategy="greedy-oracle",
+                                                                  batch_size=1) if r.table == "Table 8"}
+    assert {r.dataset: (r.mean, r.sd) for r in oracle9} == eight
+
+
+@pytest.mark.parametrize("table, dataset, strategy, mean_rank, pm", [
+    ("Table 3", "splice", "margin", "6.8", "0.02"),
+    ("Table 3", "normal", "margin", "4.8", ""),
+    ("Table 3", "usps", "typiclust", "13.0", "0.02"),
+    ("Table 4", "splice", "typiclust", "5.7", ""),
+    ("Table 5", "splice", "typiclust", "10.0", ""),   # 4.3 ranks apart from Table 4 (the paper says 4.7)
+    ("Table 5", "dna", "badge", "9.0", ""),
+    ("Table 4", "encoded", "leastconfident", "6.7", ""),
+])
+def test_cdalbench_ranks_match_the_paper(table, dataset, strategy, mean_rank, pm):
+    with open(REFERENCE_DIR / "ranks" / "cdalbench2024_tables3_5.csv", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == RANK_FILES["ranks/cdalbench2024_tables3_5.csv"]
+    found = [r for r in rows if (r["table"], r["dataset"], r["strategy"]) == (table, dataset, strategy)]
+    assert [(r["mean_rank"], r["pm"], r["runs"]) for r in found] == [(mean_rank, pm, "50" if table == "Table 3" else "3")]
 
 
 @pytest.mark.parametrize("dataset, strategy, table, mean, sd", [

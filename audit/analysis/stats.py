@@ -23,7 +23,12 @@ Choices (documented in the README):
   (k groups, infinite df) over sqrt(2) as in Demsar (2006), N = trials.
 - wtl (zhan2021 Table 4): mean AUBC per data set; a tie when |difference| <= 0.005
   (0.5% on the 0-1 scale, boundary included); score = 2 * win + tie.
-- runs-needed (CDALBench): subsets of k trials drawn without replacement (generator seed 0).
+- runs-needed (CDALBench): subsets of k trials drawn without replacement (generator seed 0);
+  the baseline whose sign is tracked is "uniform" unless named (CDALBench calls it "random").
+- draws of k runs (CDALBench App. C, Tables 4-5): k trial seeds drawn without replacement,
+  shared by every strategy (runs are paired by seed); ranks are computed within each run and
+  then averaged over the k runs (a mean of per-run ranks, as CDALBench's Table 3, not a rank of
+  means); two independent draws give the largest change of any strategy's mean rank.
 - By default the analyses cover the protocol's query strategies that run here, without the
   reference oracles (BSO, the greedy oracle): they choose by the test labels, and lu2023's
   Table 3 and Figure 5 rank and count query strategies only (its Table 1 reports BSO
@@ -302,16 +307,55 @@ def win_tie_loss(table: Table, strategies: Sequence[str], band: float = TIE_BAND
     return {"totals": totals, "pairs": {f"{a} vs {b}": v for (a, b), v in pairs.items()}, "band": band}
 
 
+def mean_run_ranks(matrix: np.ndarray) -> np.ndarray:
+    """Each strategy's rank averaged over runs (rows): ranks within each run first (1 = best,
+    ties averaged), then their mean; not the rank of the mean AUBCs."""
+    return trial_ranks(matrix).mean(axis=0)
+
+
+def draw_rank_changes(per_strategy: dict[str, dict[int, float]], strategies: Sequence[str], k: int,
+                      samples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Two independent draws of k runs each (seeds without replacement, shared by every strategy),
+    ``samples`` times: the largest change of any strategy's mean per-run rank between the two
+    draws, and which strategy moved most often."""
+    seeds, m = _paired(per_strategy, strategies)
+    n = len(seeds)
+    if n < k:
+        raise AuditError(f"draws of {k} runs need at least {k} runs where every strategy succeeded, not {n}")
+    rng = np.random.default_rng(seed)
+    ranks = trial_ranks(m)
+    largest = np.empty(samples)
+    mover = np.zeros(len(strategies), dtype=int)
+    for i in range(samples):
+        first = ranks[rng.choice(n, size=k, replace=False)].mean(axis=0)
+        second = ranks[rng.choice(n, size=k, replace=False)].mean(axis=0)
+        change = np.abs(first - second)
+        largest[i] = change.max()
+        mover[int(np.argmax(change))] += 1
+    return {"n": n, "k": k, "samples": samples, "largest": largest,
+            "most_moved": strategies[int(np.argmax(mover))], "full_ranks": dict(zip(strategies, mean_run_ranks(m)))}
+
+
+def subset_below(values: Sequence[float], reference: float, k: int, samples: int = 1000, seed: int = 0) -> float:
+    """The probability that the mean of k runs drawn without replacement falls below ``reference``."""
+    values = np.asarray(values, dtype=float)
+    if values.size < k:
+        raise AuditError(f"subsets of {k} runs need at least {k} runs, not {values.size}")
+    rng = np.random.default_rng(seed)
+    return float(np.mean([values[rng.choice(values.size, size=k, replace=False)].mean() < reference
+                          for _ in range(samples)]))
+
+
 def runs_needed(per_strategy: dict[str, dict[int, float]], strategies: Sequence[str], samples: int = 1000,
-                ks: Sequence[int] = RUNS_K, seed: int = 0) -> dict[str, Any]:
+                ks: Sequence[int] = RUNS_K, seed: int = 0, baseline: str = BASELINE) -> dict[str, Any]:
     """CDALBench: for each k < n, how often k random trials rank the strategies (by mean AUBC) unlike
-    all n, and how often a strategy's sign of mean difference against Uniform flips."""
+    all n, and how often a strategy's sign of mean difference against ``baseline`` flips."""
     seeds, m = _paired(per_strategy, strategies)
     n = len(seeds)
     if n < 2:
         raise AuditError(f"runs-needed needs at least 2 trials where every strategy succeeded, not {n}")
     full_order = list(np.argsort(-m.mean(axis=0), kind="stable"))
-    base = list(strategies).index(BASELINE) if BASELINE in strategies else None
+    base = list(strategies).index(baseline) if baseline in strategies else None
     others = [j for j in range(len(strategies)) if j != base]
     full_sign = np.sign(m.mean(axis=0) - m[:, base].mean()) if base is not None else None
     rng = np.random.default_rng(seed)

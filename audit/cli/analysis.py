@@ -56,6 +56,13 @@ def _compat(args: argparse.Namespace) -> int:
     return 0
 
 
+def _claims(args: argparse.Namespace) -> int:
+    from audit.analysis.claims import evaluate, format_claims
+
+    print(format_claims(evaluate(args.paper, store=args.store, samples=args.samples)))
+    return 0
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     cc = sub.add_parser("crosscheck", help="the same strategy through every library that offers it")
     cc.add_argument("--dataset", required=True, help="data set name")
@@ -88,6 +95,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                   "the published gain mean(strategy) - mean(uniform)" if name == "usefulness"
                                   else "the rank of each strategy's published mean"))
         sp.set_defaults(func=_stats)
+
+    cl = sub.add_parser("claims", help="a paper's claims, each with a verdict and its figures, from the store "
+                        "and the transcribed tables")
+    cl.add_argument("paper", help="whose claims (known: cdalbench)")
+    cl.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
+    cl.add_argument("--samples", type=COUNT, default=1000, help="random draws per resampling figure "
+                    "(default %(default)s)")
+    cl.set_defaults(func=_claims)
 
     cp = sub.add_parser("compat", help="query-model x task-model grid for uncertainty sampling (lu2023 Section 5.1)")
     cp.add_argument("--protocol", required=True, help="protocol name or .toml file (its splits, budget, AUBC)")

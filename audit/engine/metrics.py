@@ -57,6 +57,8 @@ class AubcVariant:
     divide_by: "quota" (labels queried), "quota+1", or "none" (raw area).
     x_axis: "queried" (0..quota) or "labeled" (labeled-set size; only matters for raw area).
     decimals: rounding applied to each trial's value, None for none.
+    include_last: whether the point after the last query counts (CDALBench's eq. 1 with its
+    Alg. 1 evaluates the model before each acquisition, so the last label is never scored).
     """
 
     name: str
@@ -66,6 +68,7 @@ class AubcVariant:
     x_axis: str
     decimals: int | None
     source: str
+    include_last: bool = True
 
     def __call__(self, values: Sequence[float], n_labeled: Sequence[int]) -> float:
         return aubc(values, n_labeled, self)
@@ -83,6 +86,8 @@ def aubc(values: Sequence[float], n_labeled: Sequence[int], variant: AubcVariant
     quota = n[-1] - n[0]
     if not variant.include_initial:
         v, n = v[1:], n[1:]
+    if not variant.include_last:
+        v, n = v[:-1], n[:-1]
     if variant.rule == "mean":
         area = float(v.mean())
     else:
@@ -108,8 +113,10 @@ AUBC_VARIANTS: dict[str, AubcVariant] = {
                     "lu2023 later code: after each query only, / (quota + 1), no rounding"),
         AubcVariant("alpbench", True, "trapezoid", "none", "labeled", None,
                     "ALPBench code: raw area with x = labeled-set size"),
-        AubcVariant("cdalbench", False, "mean", "none", "queried", None,
-                    "CDALBench: mean of the accuracies after each query"),
+        AubcVariant("cdalbench", True, "mean", "none", "queried", None,
+                    "CDALBench eq. 1 with Alg. 1: mean of the B accuracies before each acquisition "
+                    "(initial model included, the model after the last label never scored)",
+                    include_last=False),
     )
 }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import importlib.util
 import inspect
 import json
 import re
@@ -80,6 +81,13 @@ def _gbdt(random_state: int | None, **params: Any) -> ClassifierMixin:
     return GradientBoostingClassifier(random_state=random_state, **params)
 
 
+def _torch(random_state: int | None, **params: Any) -> ClassifierMixin:
+    """CDALBench's softmax layer and MLPs (audit/engine/torch_models.py; PyTorch, the extra "deep")."""
+    from audit.engine.torch_models import build
+
+    return build(random_state, **params)
+
+
 BUILDERS: dict[str, Callable[..., ClassifierMixin]] = {
     "svm-rbf": _svm("rbf"),
     "svm-linear": _svm("linear"),
@@ -89,6 +97,13 @@ BUILDERS: dict[str, Callable[..., ClassifierMixin]] = {
     "lda": _lda,
     "knn": _knn,
     "gbdt": _gbdt,
+    "torch-linear": _torch,  # hidden = (): a linear softmax layer
+    "torch-mlp": _torch,  # hidden = (24, 12), ...
+}
+# What a builder needs beyond the base install: builder -> (module, how to install it)
+REQUIRES: dict[str, tuple[str, str]] = {
+    "torch-linear": ("torch", "PyTorch: `uv sync --extra deep` (or `uv run --extra deep audit ...`)"),
+    "torch-mlp": ("torch", "PyTorch: `uv sync --extra deep` (or `uv run --extra deep audit ...`)"),
 }
 
 
@@ -194,6 +209,15 @@ class ModelSpec:
     def build(self, random_state: int | None = None, defaults: str = "current") -> ClassifierMixin:
         """A fresh estimator; ``defaults`` names the era whose defaults fill the unset params."""
         return self._builder()(random_state, **dict(self.with_defaults(defaults).params))
+
+    def missing(self) -> str | None:
+        """None when this model can be built here, else what to install (one line)."""
+        if self.name not in REQUIRES:
+            return None
+        module, install = REQUIRES[self.name]
+        if importlib.util.find_spec(module) is None:
+            return f"model '{self.name}' needs {install}"
+        return None
 
     def validate(self) -> "ModelSpec":
         """Build the estimator and check its parameters now, so a bad spec fails before any trial."""

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import adapters
-from audit.engine.datasets import Dataset, load_dataset
+from audit.engine.datasets import Dataset, get_info, load_dataset
 from audit.engine.executors import run_tasks
 from audit.engine.runner import TrialTask, budget_for
-from audit.engine.splits import make_split, plan_seeds
+from audit.engine.splits import plan_seeds, seed_split
 from audit.engine.store import ResultStore, fingerprint_details
 from audit.errors import AuditError
 from audit.protocols import Protocol, load_protocol
@@ -110,16 +110,19 @@ def plan_replay(request: ReproduceRequest, log=lambda line: None) -> ReplayPlan:
     protocol = request.protocol if isinstance(request.protocol, Protocol) else load_protocol(request.protocol)
     if request.batch_size:
         protocol = dataclasses.replace(protocol, batch_size=request.batch_size)
+    missing = protocol.for_dataset(get_info(request.dataset).name).task_model.missing()
+    if missing:
+        raise AuditError(f"protocol '{protocol.name}': {missing}")
     data: Dataset = load_dataset(request.dataset, request.data_dir)
     name = data.info.name
     if data.info.task not in protocol.tasks:
         raise AuditError(f"protocol '{protocol.name}' covers {'/'.join(protocol.tasks)} data sets; '{name}' is {data.info.task}")
     strategies, unavailable = choose_strategies(protocol, request.strategies)
-    seeds, skipped = plan_seeds(protocol, data.y, request.trials)
+    seeds, skipped = plan_seeds(protocol, data.y, request.trials, data)
     if not seeds:
         raise AuditError(f"no valid trial seed for '{name}' under {protocol.name}: {skipped[0][1] if skipped else 'none tried'}")
-    first = make_split(protocol, data.y, seeds[0])
-    budget_for(protocol, first.pool.size)  # an impossible budget fails before any work
+    first = seed_split(protocol, data, seeds[0])[2]
+    budget_for(protocol.for_dataset(name), first.pool.size)  # an impossible budget fails before any work
     for seed, why in skipped:
         log(f"skipping trial seed {seed}: {why}")
     return ReplayPlan(protocol, data, strategies, unavailable, seeds, skipped)
@@ -168,8 +171,9 @@ def expected_seconds(plan: ReplayPlan, store: ResultStore) -> dict[str, float]:
     """{strategy: expected seconds per trial} of a plan: the mean of the cell's successful
     trials in the store (any fingerprint), else the implementation's prior on sonar scaled
     by this data set's rounds x train rows. For ordering tasks and estimates, never results."""
-    split = make_split(plan.protocol, plan.data.y, plan.seeds[0])
-    rounds = math.ceil(budget_for(plan.protocol, split.pool.size) / plan.protocol.batch_size)
+    split = seed_split(plan.protocol, plan.data, plan.seeds[0])[2]
+    rounds = math.ceil(budget_for(plan.protocol.for_dataset(plan.dataset), split.pool.size)
+                       / plan.protocol.batch_size)
     scale = rounds * split.train.size / SONAR_ROUND_ROWS
     out = {}
     for sid in plan.strategies:

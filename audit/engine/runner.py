@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import dataclasses
 import hashlib
+import inspect
 import json
 import math
 import signal
@@ -24,14 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sklearn.preprocessing import StandardScaler
+from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from threadpoolctl import threadpool_limits
 
 import adapters
 from adapters import MISSING
 from adapters.base import QueryStrategy, TrialView
 from audit.engine.metrics import METRICS, get_variant, round_metrics
-from audit.engine.splits import TrialSplit, make_split, subsystem_seed
+from audit.engine.splits import TrialSplit, data_seed, make_split, subsystem_seed
 from audit.errors import AuditError
 from audit.fast import policy as fast_policy
 from audit.protocols import Protocol, StrategySpec
@@ -85,25 +86,36 @@ def budget_for(protocol: Protocol, pool_size: int) -> int:
     return int(protocol.budget_size)
 
 
-class _Features:
-    """Feature views of the train layout and the test rows in one scaling scope."""
+SCALERS = {"standard": StandardScaler, "minmax": MinMaxScaler}
 
-    def __init__(self, scope: str, X: np.ndarray, split: TrialSplit):
-        self.scope = scope
+
+class _Features:
+    """Feature views of the train layout, the test rows and the validation rows in one
+    scaling scope. Scope "train" fits the protocol's scaler on the train and validation
+    rows (every row not in the test set); with ``test_fit = "test"`` the test rows get a
+    scaler fitted on themselves, as CDALBench's released code did (a leakage-like quirk:
+    the test set's own minimum and maximum shape its features)."""
+
+    def __init__(self, scope: str, X: np.ndarray, split: TrialSplit, scaler: str = "standard",
+                 test_fit: str = "train"):
+        self.scope, self.scaler, self.test_fit = scope, SCALERS[scaler], test_fit
         self.X_train_raw = X[split.train]
         self.X_test_raw = X[split.test]
+        self.X_val_raw = X[split.validation]
+        self.X_train, self.X_test, self.X_val = self.X_train_raw, self.X_test_raw, self.X_val_raw
         if scope == "train":
-            scaler = StandardScaler().fit(self.X_train_raw)
-            self.X_train, self.X_test = scaler.transform(self.X_train_raw), scaler.transform(self.X_test_raw)
-        else:
-            self.X_train, self.X_test = self.X_train_raw, self.X_test_raw
+            self._scale(np.concatenate([self.X_train_raw, self.X_val_raw]))
+
+    def _scale(self, fit_rows: np.ndarray) -> None:
+        scaler = self.scaler().fit(fit_rows)
+        test_scaler = scaler if self.test_fit == "train" else self.scaler().fit(self.X_test_raw)
+        self.X_train, self.X_test = scaler.transform(self.X_train_raw), test_scaler.transform(self.X_test_raw)
+        self.X_val = scaler.transform(self.X_val_raw) if len(self.X_val_raw) else self.X_val_raw
 
     def update(self, labeled_positions: np.ndarray) -> None:
         """Scope "labeled": refit the scaler on the current labeled rows (once a round)."""
         if self.scope == "labeled":
-            scaler = StandardScaler().fit(self.X_train_raw[labeled_positions])
-            self.X_train = scaler.transform(self.X_train_raw)
-            self.X_test = scaler.transform(self.X_test_raw)
+            self._scale(self.X_train_raw[labeled_positions])
 
 
 class TrialTimeout(Exception):
@@ -159,6 +171,8 @@ def run_trial(
     so each companion's task model is trained and scored on this trial's queries, and its
     result, the one a replay under the companion would give, is in ``result.companions``.
     """
+    protocol = protocol.for_dataset(dataset_name)
+    companions = tuple(c.for_dataset(dataset_name) for c in companions)
     results = [TrialResult(p.name, dataset_name, strategy_id, trial_seed, "error") for p in (protocol, *companions)]
     result = results[0]
     start = time.perf_counter()
@@ -263,7 +277,10 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
     """The rounds of the trial under ``protocol``, then under each companion (see run_trial)."""
     strategy_cls = adapters.strategy_class(spec.implementation)
     _check_companions(protocol, spec, strategy_cls, companions)
-    split = make_split(protocol, y, trial_seed)
+    drawn = _draw(dataset_name, protocol, trial_seed)
+    if drawn is not None:  # a generated set: this trial's own draw (s_D)
+        X, y = drawn.X, drawn.y
+    split = make_split(protocol, y, trial_seed, drawn)
     if isinstance(split, str):
         raise AuditError(f"trial seed {trial_seed} is not valid for this protocol: {split}")
     n_classes = int(y.max()) + 1
@@ -277,13 +294,14 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
     n_initial = split.labeled.size
     budget = budget_for(protocol, split.pool.size)
 
-    task_features = _Features(protocol.scaling["task"], X, split)
+    task_features = _Features(protocol.scaling["task"], X, split, protocol.scaler, protocol.scaler_test_fit)
     query_spec, params = bound_strategy(protocol, spec)
     shares_task_fit = spec.query_model == "task" or (
         query_spec is not None and query_spec.key == protocol.task_model.key
         and protocol.scaling["query"] == protocol.scaling["task"]
     )
-    query_features = task_features if shares_task_fit else _Features(protocol.scaling["query"], X, split)
+    query_features = task_features if shares_task_fit else _Features(
+        protocol.scaling["query"], X, split, protocol.scaler, protocol.scaler_test_fit)
 
     strategy = strategy_cls(
         query_model=query_spec if strategy_cls.model_use == "own" else None,
@@ -307,15 +325,20 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
 
     task_specs = [protocol.task_model, *(c.task_model for c in companions)]
     records: list[list[RoundRecord]] = [[] for _ in task_specs]
+    kept: dict[int, Any] = {}  # warm-started task models, kept across rounds
 
     def fit_and_score(round_no: int, queried: tuple[int, ...], query_seconds: float) -> Any:
         """Fit and score every task model on the labeled rows; returns the protocol's own."""
         positions = np.flatnonzero(labeled_mask)
         task_features.update(positions)
         models = []
-        for task_spec, task_records in zip(task_specs, records):
+        for index, (task_spec, task_records) in enumerate(zip(task_specs, records)):
             t0 = time.perf_counter()
-            model = task_spec.build(model_seed).fit(task_features.X_train[positions], y_known[positions])
+            model = kept[index] if index in kept else task_spec.build(model_seed)
+            if _warm_started(model):
+                kept[index] = model
+            model = model.fit(task_features.X_train[positions], y_known[positions],
+                              **_validation_args(model, task_features, y[split.validation]))
             fit_seconds = time.perf_counter() - t0
             scores = round_metrics(y_test, model.predict(task_features.X_test), n_classes)
             task_records.append(RoundRecord(round_no, positions.size, queried, fit_seconds=fit_seconds,
@@ -344,6 +367,29 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
         spent += batch
         task_model = fit_and_score(round_no, tuple(int(r) for r in train_rows[picked]), query_seconds)
     return records
+
+
+def _draw(dataset_name: str, protocol: Protocol, trial_seed: int):
+    """The trial's draw of a generated data set (None for a file)."""
+    from audit.engine.datasets import REGISTRY
+    from audit.engine.synthetic import draw
+
+    info = REGISTRY.get(dataset_name)
+    return draw(info.generator, data_seed(protocol, trial_seed)) if info is not None and info.generator else None
+
+
+def _warm_started(model: Any) -> bool:
+    """scikit-learn's convention: ``warm_start=True`` continues from the previous fit, so the
+    runner keeps the estimator across rounds instead of building a fresh one."""
+    return bool(getattr(model, "get_params", dict)().get("warm_start", False))
+
+
+def _validation_args(model: Any, features: "_Features", y_val: np.ndarray) -> dict[str, Any]:
+    """``validation=(X_val, y_val)`` for a model whose fit takes it (early stopping on the
+    protocol's validation rows); nothing when the protocol has none or the model cannot use it."""
+    if not len(y_val) or "validation" not in inspect.signature(model.fit).parameters:
+        return {}
+    return {"validation": (features.X_val, y_val)}
 
 
 # --- many trials --------------------------------------------------------------------

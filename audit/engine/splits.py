@@ -8,12 +8,13 @@ gives the same train/test split and initial set as that code.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 
-from audit.protocols import SUBSYSTEMS, Protocol, SplitSpec
+from audit.engine.synthetic import Draw
+from audit.protocols import OPTIONAL_SEEDS, SUBSYSTEMS, Protocol, SplitSpec
 
 MAX_REDRAWS = 1000
 
@@ -28,14 +29,21 @@ def subsystem_seed(source: int | str, trial_seed: int, subsystem: str) -> int:
     return int(child.generate_state(1)[0])
 
 
+def data_seed(protocol: Protocol, trial_seed: int) -> int:
+    """s_D: the seed a generated data set is drawn with (the trial seed unless the protocol says)."""
+    return subsystem_seed(protocol.seeds.get("data", OPTIONAL_SEEDS["data"]), trial_seed, "data")
+
+
 @dataclass(frozen=True)
 class TrialSplit:
-    """Row indices of the data set: test rows, initial labeled rows, and the pool in pool order."""
+    """Row indices of the data set: test rows, initial labeled rows, the pool in pool order,
+    and the validation rows (empty unless the protocol sets [split] validation_ratio)."""
 
     trial_seed: int
     test: np.ndarray
     labeled: np.ndarray
     pool: np.ndarray
+    validation: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
     @property
     def train(self) -> np.ndarray:
@@ -48,23 +56,42 @@ def _has_classes(y: np.ndarray, rows: np.ndarray, n_classes: int, minimum: int) 
     return bool(np.all(counts >= minimum))
 
 
-def make_split(protocol: Protocol, y: np.ndarray, trial_seed: int) -> TrialSplit | str:
-    """The trial's split, or the reason the seed is skipped."""
+def make_split(protocol: Protocol, y: np.ndarray, trial_seed: int, given: Draw | None = None) -> TrialSplit | str:
+    """The trial's split, or the reason the seed is skipped. ``given``: the draw of a
+    generated data set for this trial (its test rows are the split's under method "given")."""
     spec: SplitSpec = protocol.split
     if spec.method == "zhan2021-released":
         return _released_split(spec, y, trial_seed)
     n_classes = int(y.max()) + 1
-    n = y.size
-    rows = np.arange(n)
-    np.random.default_rng(subsystem_seed(protocol.seeds["split"], trial_seed, "split")).shuffle(rows)
-    n_train = int(n * (1 - spec.test_ratio))
-    train, test = rows[:n_train], rows[n_train:]
+    split_rng = np.random.default_rng(subsystem_seed(protocol.seeds["split"], trial_seed, "split"))
+    if spec.method == "given":
+        if given is None:
+            return "the split is the data set's own test rows, and this data set has none"
+        train, test = given.train.copy(), given.test.copy()
+    else:
+        rows = np.arange(y.size)
+        split_rng.shuffle(rows)
+        n_train = int(y.size * (1 - spec.test_ratio))
+        train, test = rows[:n_train], rows[n_train:]
+    validation = np.empty(0, dtype=np.int64)
+    if protocol.validation_ratio:  # drawn from the train rows by the split seed, before the initial set
+        order = split_rng.permutation(train.size)
+        cut = int(train.size * protocol.validation_ratio)
+        validation, train = train[order[:cut]], train[np.sort(order[cut:])]
+    n_train = train.size
     if not _has_classes(y, train, n_classes, 1):
         return "the train split misses a class"
     if spec.initial_labels >= n_train:
         return f"{spec.initial_labels} initial labels leave no pool in a train split of {n_train}"
     initial_rng = np.random.default_rng(subsystem_seed(protocol.seeds["initial"], trial_seed, "initial"))
     order = train.copy()
+    if spec.initial_rule == "per-class":
+        initial_rng.shuffle(order)
+        labeled = _first_per_class(y, order, n_classes, spec.initial_labels)
+        if labeled is None:
+            return f"the train split has fewer than {spec.initial_labels} of some class"
+        pool = order[~np.isin(order, labeled)]
+        return TrialSplit(trial_seed, test, labeled, np.sort(pool) if spec.pool_order == "file" else pool, validation)
     for _ in range(MAX_REDRAWS):
         initial_rng.shuffle(order)
         labeled, pool = order[: spec.initial_labels], order[spec.initial_labels :]
@@ -76,7 +103,21 @@ def make_split(protocol: Protocol, y: np.ndarray, trial_seed: int) -> TrialSplit
         return f"no initial set with {spec.min_per_class} per class in {MAX_REDRAWS} draws"
     if spec.pool_order == "file":
         pool = np.sort(pool)
-    return TrialSplit(trial_seed, test, labeled.copy(), pool.copy())
+    return TrialSplit(trial_seed, test, labeled.copy(), pool.copy(), validation)
+
+
+def _first_per_class(y: np.ndarray, order: np.ndarray, n_classes: int, per_class: int) -> np.ndarray | None:
+    """The first ``per_class`` rows of each class in ``order``, in that order (CDALBench's seed
+    set: walk the shuffled train rows, keep a row while its class is short); None if a class is short."""
+    taken = np.zeros(n_classes, dtype=int)
+    picked = []
+    for row in order:
+        if taken[y[row]] < per_class:
+            taken[y[row]] += 1
+            picked.append(row)
+            if len(picked) == per_class * n_classes:
+                return np.array(picked, dtype=order.dtype)
+    return None
 
 
 RELEASED_SEED = 4666
@@ -154,14 +195,24 @@ def _released_split(spec: SplitSpec, y: np.ndarray, trial_seed: int) -> TrialSpl
     return split
 
 
-def plan_seeds(protocol: Protocol, y: np.ndarray, n_trials: int | None = None) -> tuple[list[int], list[tuple[int, str]]]:
+def seed_split(protocol: Protocol, data, trial_seed: int) -> tuple[np.ndarray, np.ndarray, TrialSplit | str]:
+    """(X, y, split) of one trial on a loaded data set: a generated set is drawn for the
+    trial's data seed first (audit.engine.datasets.Dataset.draw); a file's rows are its own."""
+    drawn = data.draw(data_seed(protocol, trial_seed))
+    X, y = (data.X, data.y) if drawn is None else (drawn.X, drawn.y)
+    return X, y, make_split(protocol, y, trial_seed, drawn)
+
+
+def plan_seeds(protocol: Protocol, y: np.ndarray, n_trials: int | None = None,
+               data=None) -> tuple[list[int], list[tuple[int, str]]]:
     """The trial seeds a replay uses (the first valid ones) and the seeds skipped, with reasons.
 
     Seeds are tried from 0 through the protocol's candidate range (lu2023: 0..149); only
     when more trials are asked for than the range holds does it widen, to twice that number.
 
     Validity depends only on the seed, never on a strategy, so every strategy of a
-    trial sees the same split.
+    trial sees the same split. ``data`` (a loaded Dataset): a generated set's seeds are
+    checked on their own draws.
     """
     wanted, candidates = protocol.trials.for_size(y.size)
     wanted = wanted if n_trials is None else n_trials
@@ -169,7 +220,7 @@ def plan_seeds(protocol: Protocol, y: np.ndarray, n_trials: int | None = None) -
     skipped: list[tuple[int, str]] = []
     seed, last = 0, candidates if wanted <= candidates else 2 * wanted
     while len(seeds) < wanted and seed < last:
-        outcome = make_split(protocol, y, seed)
+        outcome = make_split(protocol, y, seed) if data is None else seed_split(protocol, data, seed)[2]
         if isinstance(outcome, str):
             skipped.append((seed, outcome))
         else:

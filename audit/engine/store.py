@@ -151,6 +151,17 @@ def replay_sources() -> tuple[Path, ...]:
     return tuple(sorted({_source(module) for module in found}))
 
 
+def model_versions(protocol: Protocol) -> dict[str, str]:
+    """The versions of what the protocol's task models need beyond the base install (PyTorch
+    for CDALBench's): only such a protocol's fingerprint names them, so others keep theirs."""
+    from audit.engine.environment import distribution_version
+    from audit.engine.models import REQUIRES
+
+    specs = [protocol.task_model, *protocol.task_model_by_dataset.values()]
+    return {module: distribution_version(module) for module in sorted({REQUIRES[s.name][0] for s in specs
+                                                                         if s.name in REQUIRES})}
+
+
 @lru_cache(maxsize=1)
 def code_hash() -> str:
     """Hash of the code a trial runs (replay_sources): when it changes, trials are recomputed;
@@ -163,7 +174,8 @@ def code_hash() -> str:
 
 
 def fingerprint_details(protocol: Protocol) -> dict[str, Any]:
-    details = {"protocol_spec": protocol.spec_hash, "code": code_hash(), "versions": environment_versions()}
+    details = {"protocol_spec": protocol.spec_hash, "code": code_hash(),
+               "versions": {**environment_versions(), **model_versions(protocol)}}
     plugins = {}
     for spec in protocol.strategies.values():  # a plug-in's own code, outside this tool's sources
         with contextlib.suppress(AuditError):  # one that does not load runs nothing

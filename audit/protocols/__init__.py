@@ -21,19 +21,23 @@ from audit.errors import AuditError
 
 PROTOCOL_DIR = Path(__file__).resolve().parent
 
-SPLIT_METHODS = ("lu2023", "zhan2021-released")
-INITIAL_RULES = ("skip-seed", "redraw")
+SPLIT_METHODS = ("lu2023", "zhan2021-released", "given")  # given: the data set's own test rows (a generated draw's)
+INITIAL_RULES = ("skip-seed", "redraw", "per-class")  # per-class: initial_labels of each class
 POOL_ORDERS = ("shuffled", "file")
 SCALING_SCOPES = ("none", "train", "labeled")
+SCALERS = ("standard", "minmax")
+SCALER_TEST_FITS = ("train", "test")  # test: the test rows get a scaler of their own (CDALBench's released code)
 SEED_SOURCES = ("trial", "spawn")
-SUBSYSTEMS = ("split", "initial", "strategy", "model")
+SUBSYSTEMS = ("split", "initial", "strategy", "model", "data")  # data: a generated set's draw (s_D)
+OPTIONAL_SEEDS = {"data": "trial"}  # subsystems a protocol may leave out, and their source then
 LABEL_REVEALS = ("row", "first-equal-row")
 LIBACT_BINARY = ("pm1", "file")
 
 # Knobs added after protocols were first hashed: at their default they are left out of the
 # spec hash, so a protocol that does not set them keeps its hash (and its stored trials).
 LATER_KNOBS = {"query_model_defaults": "current", "label_reveal": "row", "label_reveal_applies_to": [],
-               "libact_binary": "pm1"}
+               "libact_binary": "pm1", "validation_ratio": 0.0, "scaler": "standard", "scaler_test_fit": "train",
+               "budget_by_dataset": {}, "paper_vs_code": {}, "task_model_by_dataset": {}}
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,28 @@ class Protocol:
     label_reveal_applies_to: tuple[str, ...] = ()
     # [labels] libact_binary: binary labels go to libact as -1/+1 ("pm1") or as the file spells them ("file")
     libact_binary: str = "pm1"
+    # [split] validation_ratio: this share of the train rows (after the test rows are set aside)
+    # becomes a validation set, drawn by the split seed, for a task model that stops early on it
+    validation_ratio: float = 0.0
+    # [scaling] scaler: StandardScaler ("standard") or MinMaxScaler ("minmax"); test_fit: the test
+    # rows are scaled with the train rows' scaler ("train") or with one fitted on themselves ("test")
+    scaler: str = "standard"
+    scaler_test_fit: str = "train"
+    # [budget] by_dataset: a budget per data set overriding [budget] size
+    budget_by_dataset: dict[str, int] = field(default_factory=dict)
+    # [task_model_by_dataset.NAME]: a task model per data set overriding [task_model]
+    task_model_by_dataset: dict[str, ModelSpec] = field(default_factory=dict)
+    # [paper_vs_code]: what the paper states where the protocol follows the released code
+    # instead, {knob: {paper = value, code = value, source = "..."}}; the diagnosis flags each
+    paper_vs_code: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def for_dataset(self, dataset: str) -> "Protocol":
+        """This protocol as it runs on ``dataset``: that data set's own budget and task model
+        where [budget] by_dataset and [task_model_by_dataset] give them (else unchanged)."""
+        from dataclasses import replace
+
+        return replace(self, budget_size=self.budget_by_dataset.get(dataset, self.budget_size),
+                       task_model=self.task_model_by_dataset.get(dataset, self.task_model))
 
     def reveals_equal_row(self, library: str) -> bool:
         """Does a strategy of ``library`` learn the first equal train row's label?"""
@@ -138,7 +164,7 @@ class Protocol:
         data.pop("path")
         data.pop("released")  # a pointer for the diagnosis, not a replay knob
         for key, default in LATER_KNOBS.items():
-            if data[key] == default or (isinstance(default, list) and list(data[key]) == default):
+            if data[key] == default or (isinstance(default, (list, dict)) and type(default)(data[key]) == default):
                 data.pop(key)
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -161,7 +187,12 @@ def _positive_int(value: Any, what: str) -> int:
 
 def _parse(data: dict[str, Any], path: Path) -> Protocol:
     try:
-        split = SplitSpec(**data["split"])
+        split_data = dict(data["split"])
+        validation_ratio = split_data.pop("validation_ratio", 0.0)
+        if isinstance(validation_ratio, bool) or not isinstance(validation_ratio, (int, float)) \
+                or not 0 <= validation_ratio < 1:
+            raise AuditError(f"split.validation_ratio must be in [0, 1), not {validation_ratio!r}")
+        split = SplitSpec(**split_data)
         _choice(split.method, SPLIT_METHODS, "split.method")
         _choice(split.initial_rule, INITIAL_RULES, "split.initial_rule")
         _choice(split.pool_order, POOL_ORDERS, "split.pool_order")
@@ -169,13 +200,22 @@ def _parse(data: dict[str, Any], path: Path) -> Protocol:
             raise AuditError("split.test_ratio must be in (0, 1) and initial_labels >= 1")
         seeds = dict(data["seeds"])
         for key in SUBSYSTEMS:
-            value = seeds[key]
+            value = seeds[key] if key not in OPTIONAL_SEEDS else seeds.get(key, OPTIONAL_SEEDS[key])
             if not isinstance(value, int):
                 _choice(value, SEED_SOURCES, f"seeds.{key}")
         scaling = dict(data["scaling"])
+        scaler = _choice(scaling.pop("scaler", "standard"), SCALERS, "scaling.scaler")
+        scaler_test_fit = _choice(scaling.pop("test_fit", "train"), SCALER_TEST_FITS, "scaling.test_fit")
         for key in ("task", "query"):
             _choice(scaling[key], SCALING_SCOPES, f"scaling.{key}")
-        budget = data["budget"]
+        budget = dict(data["budget"])
+        by_dataset = dict(budget.pop("by_dataset", {}))
+        for name, size in by_dataset.items():
+            _positive_int(size, f"budget.by_dataset.{name}")
+        paper_vs_code = dict(data.get("paper_vs_code", {}))
+        for knob, stated in paper_vs_code.items():
+            if not isinstance(stated, dict) or not {"paper", "code", "source"} <= set(stated):
+                raise AuditError(f"paper_vs_code.{knob} must give paper, code and source")
         if budget["size"] != "pool" and not (isinstance(budget["size"], int) and budget["size"] > 0):
             raise AuditError("budget.size must be 'pool' or a positive integer")
         aubc = data["aubc"]
@@ -229,6 +269,13 @@ def _parse(data: dict[str, Any], path: Path) -> Protocol:
             label_reveal=_choice(labels.get("reveal", "row"), LABEL_REVEALS, "labels.reveal"),
             label_reveal_applies_to=tuple(applies_to),
             libact_binary=_choice(labels.get("libact_binary", "pm1"), LIBACT_BINARY, "labels.libact_binary"),
+            validation_ratio=float(validation_ratio),
+            scaler=scaler,
+            scaler_test_fit=scaler_test_fit,
+            budget_by_dataset=by_dataset,
+            task_model_by_dataset={name: ModelSpec.from_data(spec)
+                                   for name, spec in data.get("task_model_by_dataset", {}).items()},
+            paper_vs_code=paper_vs_code,
         )
     except KeyError as exc:
         raise AuditError(f"{path.name}: missing key {exc.args[0]!r}") from None

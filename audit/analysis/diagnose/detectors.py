@@ -9,7 +9,7 @@ import numpy as np
 
 from audit.analysis.references import load_references, paper_sd_ddof
 from audit.engine.datasets import Dataset
-from audit.engine.splits import TrialSplit, make_split, plan_seeds, released_redraws
+from audit.engine.splits import TrialSplit, make_split, plan_seeds, released_redraws, seed_split
 from audit.protocols import Protocol
 
 # Observed label runs below this fraction of the shuffled expectation: the pool is ordered.
@@ -43,9 +43,11 @@ def _runs(labels: np.ndarray) -> int:
     return 0 if labels.size == 0 else 1 + int(np.count_nonzero(labels[1:] != labels[:-1]))
 
 
-def trial_splits(protocol: Protocol, data: Dataset, n_trials: int = LINT_TRIALS) -> tuple[list[TrialSplit], list]:
-    seeds, skipped = plan_seeds(protocol, data.y, n_trials)
-    return [make_split(protocol, data.y, s) for s in seeds], skipped
+def trial_splits(protocol: Protocol, data: Dataset, n_trials: int = LINT_TRIALS
+                 ) -> tuple[list[tuple[np.ndarray, np.ndarray, TrialSplit]], list]:
+    """(X, y, split) of the first planned trials: a generated set's rows are each trial's own draw."""
+    seeds, skipped = plan_seeds(protocol, data.y, n_trials, data)
+    return [seed_split(protocol, data, s) for s in seeds], skipped
 
 
 def pool_order(protocol: Protocol, data: Dataset | None) -> Finding:
@@ -54,8 +56,8 @@ def pool_order(protocol: Protocol, data: Dataset | None) -> Finding:
     if data is None:
         return Finding("pool-order", False, "needs --dataset", {"order_followers": followers})
     splits, _ = trial_splits(protocol, data)
-    observed = float(np.mean([_runs(data.y[s.pool]) for s in splits]))
-    expected = float(np.mean([expected_runs(data.y[s.pool]) for s in splits]))
+    observed = float(np.mean([_runs(y[s.pool]) for _, y, s in splits]))
+    expected = float(np.mean([expected_runs(y[s.pool]) for _, y, s in splits]))
     ordered = observed < RUNS_RATIO * expected
     evidence = {"pool_order": protocol.split.pool_order, "mean_label_runs": round(observed, 1),
                 "expected_if_shuffled": round(expected, 1), "order_followers": followers}
@@ -121,7 +123,7 @@ def ignored_library_args(protocol: Protocol, data: Dataset | None = None) -> Fin
 def initial_missing_class(protocol: Protocol, data: Dataset | None) -> Finding:
     if data is None:
         return Finding("initial-missing-class", False, "needs --dataset", {})
-    seeds, skipped = plan_seeds(protocol, data.y, LINT_TRIALS)
+    seeds, skipped = plan_seeds(protocol, data.y, LINT_TRIALS, data)
     redraws = protocol.split.initial_rule == "redraw"
     evidence = {"trials": len(seeds), "skipped": len(skipped), "rule": protocol.split.initial_rule}
     if skipped:
@@ -150,9 +152,10 @@ def train_test_duplicates(protocol: Protocol, data: Dataset | None) -> Finding:
     if data is None:
         return Finding("train-test-duplicates", False, "needs --dataset", {})
     splits, _ = trial_splits(protocol, data)
-    _, inverse = np.unique(data.X, axis=0, return_inverse=True)
-    inverse = inverse.ravel()
-    shared = [int(np.isin(inverse[s.test], inverse[s.train]).sum()) for s in splits]
+    shared = []
+    for X, _, s in splits:
+        inverse = np.unique(X, axis=0, return_inverse=True)[1].ravel()
+        shared.append(int(np.isin(inverse[s.test], inverse[s.train]).sum()))
     evidence = {"trials": len(splits), "mean_test_rows_duplicated_in_train": float(np.mean(shared)),
                 "max": max(shared)}
     if any(shared):
@@ -161,9 +164,37 @@ def train_test_duplicates(protocol: Protocol, data: Dataset | None) -> Finding:
     return Finding("train-test-duplicates", False, "no test row duplicates a train row", evidence)
 
 
+def paper_vs_code(protocol: Protocol, data: Dataset | None = None) -> Finding:
+    """Where the paper and its released code disagree (the protocol's [paper_vs_code]): which
+    one the protocol follows, and what the other says. With a data set, only the entries that
+    concern it (keys naming another data set are left out)."""
+    from audit.engine.datasets import REGISTRY
+
+    others = set(REGISTRY) - ({data.info.name} if data is not None else set())
+    entries = {knob: stated for knob, stated in protocol.paper_vs_code.items()
+               if data is None or not others & set(knob.split("."))}
+    if not entries:
+        return Finding("paper-vs-code", False, "the protocol records no disagreement between paper and code", {})
+    said = "; ".join(f"{knob}: paper {v['paper']}, code {v['code']} (follows the {v.get('followed', 'paper')})"
+                     for knob, v in entries.items())
+    return Finding("paper-vs-code", True, f"{len(entries)} setting(s) differ between the paper and its released "
+                   f"code: {said}", entries)
+
+
+def test_scaler(protocol: Protocol, data: Dataset | None = None) -> Finding:
+    """The test rows scaled by a scaler fitted on themselves (CDALBench's released min-max
+    scaling): leakage-like, since the test set's own range shapes every test feature."""
+    evidence = {"scaler": protocol.scaler, "test_fit": protocol.scaler_test_fit, "scope": protocol.scaling["task"]}
+    if protocol.scaler_test_fit == "test" and protocol.scaling["task"] != "none":
+        return Finding("test-scaler", True, f"the test rows get a {protocol.scaler} scaler fitted on the test rows "
+                       "themselves (the released code's quirk; [scaling] test_fit = \"train\" is the fixed "
+                       "behaviour)", evidence)
+    return Finding("test-scaler", False, "the test rows are scaled with the train rows' scaler", evidence)
+
+
 DETECTORS: tuple[Callable[[Protocol, Dataset | None], Finding], ...] = (
     pool_order, query_task_mismatch, scaling_scope, aubc_variant, sd_convention,
-    ignored_library_args, initial_missing_class, train_test_duplicates,
+    ignored_library_args, initial_missing_class, train_test_duplicates, paper_vs_code, test_scaler,
 )
 
 

@@ -1,0 +1,130 @@
+"""The cdalbench protocol as data, its split (given test rows, 1 per class, a validation split),
+its per-subsystem seeds, the PyTorch classifiers (skipped without the extra `deep`) and the
+one-line refusal when PyTorch is missing."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from audit.cli.main import main
+from audit.engine import models
+from audit.engine.datasets import load_dataset
+from audit.engine.splits import data_seed, plan_seeds, seed_split
+from audit.engine.synthetic import draw
+from audit.protocols import load_protocol
+
+
+@pytest.fixture(scope="module")
+def cdalbench():
+    return load_protocol("cdalbench")
+
+
+def test_protocol_states_the_papers_settings(cdalbench):
+    assert cdalbench.for_dataset("threeclust").budget_size == 60  # Sec. 8
+    assert cdalbench.for_dataset("divergingsin").budget_size == 60
+    assert cdalbench.for_dataset("splice").budget_size == 400  # Table 2
+    assert cdalbench.batch_size == 1 and cdalbench.trials.for_size(600) == (50, 50)
+    assert (cdalbench.split.initial_labels, cdalbench.split.initial_rule) == (1, "per-class")
+    assert cdalbench.validation_ratio == 0.2 and cdalbench.sd_ddof == 0
+    assert cdalbench.aubc_variant == "cdalbench"
+    assert cdalbench.seeds == {"data": "trial", "split": "trial", "initial": "trial", "model": "trial", "strategy": 1}
+    assert cdalbench.for_dataset("threeclust").task_model.name == "torch-linear"
+    assert cdalbench.for_dataset("divergingsin").task_model.params["hidden"] == [24, 2]
+
+
+def test_later_knobs_keep_the_other_protocols_hashes(cdalbench):
+    # lu2023's hash as stored before the knobs of this protocol existed (tests/test_knobs.py keeps the others)
+    lu2023 = load_protocol("lu2023")
+    assert lu2023.validation_ratio == 0.0 and lu2023.scaler == "standard" and lu2023.task_model_by_dataset == {}
+    changed = dataclasses.replace(lu2023, validation_ratio=0.2)
+    assert changed.spec_hash != lu2023.spec_hash
+
+
+def test_split_draws_the_trials_own_data_set(cdalbench):
+    data = load_dataset("threeclust")
+    X, y, split = seed_split(cdalbench, data, 7)
+    drawn = draw("threeclust", data_seed(cdalbench, 7))
+    assert np.array_equal(X, drawn.X) and split.test.tolist() == drawn.test.tolist()
+    assert split.validation.size == int(480 * 0.2) == 96
+    assert sorted(y[split.labeled].tolist()) == [0, 1]  # 1 per class
+    rows = np.concatenate([split.test, split.validation, split.labeled, split.pool])
+    assert sorted(rows.tolist()) == list(range(600))
+    # s_D moves the draw, the split and the seed set; another trial seed gives another data set
+    X8, _, split8 = seed_split(cdalbench, data, 8)
+    assert not np.array_equal(X, X8) and split8.labeled.tolist() != split.labeled.tolist()
+    assert plan_seeds(cdalbench, data.y, None, data)[0] == list(range(50))
+
+
+def test_seed_set_is_the_first_row_of_each_class_in_the_shuffled_train_rows(cdalbench):
+    data = load_dataset("divergingsin")
+    _, y, split = seed_split(cdalbench, data, 0)
+    # the draw's train rows in their order, less the validation rows, shuffled by the initial seed (= trial seed)
+    order = np.array([r for r in draw("divergingsin", 0).train if r not in set(split.validation.tolist())])
+    np.random.default_rng(0).shuffle(order)
+    first = [next(r for r in order if y[r] == c) for c in (0, 1)]
+    assert split.labeled.tolist() == sorted(first, key=order.tolist().index)
+    assert split.pool.tolist() == [r for r in order.tolist() if r not in first]
+
+
+def test_without_pytorch_reproduce_says_what_to_install_before_any_work(monkeypatch, capsys, tmp_path):
+    monkeypatch.setitem(models.REQUIRES, "torch-linear", ("no_such_module_x", "PyTorch: `uv sync --extra deep`"))
+    store = tmp_path / "store.sqlite"
+    code = main(["reproduce", "cdalbench", "--dataset", "threeclust", "--store", str(store),
+                 "--out", str(tmp_path / "out"), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0] == ("audit: error: protocol 'cdalbench': model 'torch-linear' needs PyTorch: "
+                      "`uv sync --extra deep`")
+    assert not store.exists() and not (tmp_path / "out").exists()
+
+
+torch = pytest.importorskip("torch", reason="PyTorch is the optional extra `deep` (uv sync --extra deep)")
+
+
+def _xy(n=200, seed=0):
+    got = draw("threeclust", seed)
+    return got.X[got.train][:n], got.y[got.train][:n], got.X[got.test], got.y[got.test]
+
+
+def test_torch_classifier_is_deterministic_and_learns():
+    X, y, X_test, y_test = _xy()
+    spec = models.ModelSpec("torch-mlp", {"hidden": [24, 12], "lr": 1e-2, "max_epochs": 50})
+    a = spec.build(3).fit(X, y)
+    b = spec.build(3).fit(X, y)
+    assert np.array_equal(a.predict_proba(X_test), b.predict_proba(X_test))
+    assert a.epochs_ == 50 and (a.predict(X_test) == y_test).mean() > 0.6
+    assert a.embed(X_test).shape == (len(X_test), 12)
+    c = spec.build(4).fit(X, y)
+    assert not np.array_equal(a.predict_proba(X_test), c.predict_proba(X_test))  # s_theta moves the weights
+
+
+def test_alg2_stops_at_the_first_epoch_without_a_better_validation_loss():
+    X, y, X_val, y_val = _xy()
+    patient = models.ModelSpec("torch-linear", {"lr": 0.5, "max_epochs": 100, "patience": 5}).build(0)
+    eager = models.ModelSpec("torch-linear", {"lr": 0.5, "max_epochs": 100, "patience": 0}).build(0)
+    eager.fit(X, y, validation=(X_val, y_val))
+    patient.fit(X, y, validation=(X_val, y_val))
+    assert eager.epochs_ < 100 and patient.epochs_ >= eager.epochs_
+    # replay the eager run's validation losses: every epoch improved but the last
+    replay = models.ModelSpec("torch-linear", {"lr": 0.5, "max_epochs": 1, "patience": 0}).build(0)
+    losses = []
+    for _ in range(eager.epochs_):
+        replay.set_params(warm_start=True).fit(X, y)
+        p = replay.predict_proba(X_val)
+        losses.append(-np.mean(np.log(p[np.arange(len(y_val)), y_val])))
+    assert all(b < a for a, b in zip(losses[:-2], losses[1:-1]))  # improving until the last epoch
+    assert losses[-1] >= losses[-2] - 1e-6  # which did not improve: stop
+
+
+def test_warm_start_fine_tunes_and_cold_start_restarts_from_the_same_weights():
+    X, y, X_test, _ = _xy()
+    cold = models.ModelSpec("torch-linear", {"max_epochs": 2}).build(0)
+    first = cold.fit(X[:20], y[:20]).predict_proba(X_test)
+    again = cold.fit(X[:20], y[:20]).predict_proba(X_test)
+    assert np.allclose(first, again, atol=1e-6)  # each fit restarts from the same initial weights
+    warm = models.ModelSpec("torch-linear", {"max_epochs": 2, "warm_start": True}).build(0)
+    w1 = warm.fit(X[:20], y[:20]).predict_proba(X_test)
+    w2 = warm.fit(X[:20], y[:20]).predict_proba(X_test)
+    assert not np.allclose(w1, w2)  # continued from the first fit's weights
+    fresh = models.ModelSpec("torch-linear", {"max_epochs": 2}).build(0).fit(X[:20], y[:20])
+    assert np.allclose(fresh.predict_proba(X_test), first)
