@@ -46,6 +46,7 @@ class Context:
     def __init__(self, store: str | Path, samples: int, seed: int, data: dict[str, Any]):
         self.protocol: Protocol = load_protocol(data["protocol"])
         self.paper, self.alpha, self.samples, self.seed = data["paper"], float(data["alpha"]), samples, seed
+        self.min_runs = int(data["min_runs"])
         self.store = Path(store)
         self.fingerprint = fingerprint_of(fingerprint_details(self.protocol))
         self._stored: dict[str, Stored] = {}
@@ -66,17 +67,19 @@ class Context:
                     db.close()
                 for strategy, trial_seed, aubc in rows:
                     found.setdefault(strategy, {})[int(trial_seed)] = float(aubc)
-            self._stored[dataset] = found
+            # a strategy with fewer runs than the claims' minimum is left out: its figures would be noise
+            self._stored[dataset] = {s: runs for s, runs in found.items() if len(runs) >= self.min_runs}
         return self._stored[dataset]
 
     def missing(self, dataset: str, strategies: list[str]) -> str:
         """Why ``strategies`` cannot be read on ``dataset`` (empty when every one has trials)."""
         if dataset == "splice":
             return SPLICE_ABSENT
-        lacking = [s for s in strategies if len(self.stored(dataset).get(s, {})) < 2]
+        lacking = [s for s in strategies if s not in self.stored(dataset)]
         if not lacking:
             return ""
-        return (f"{dataset}: no stored trials of {', '.join(lacking)} under this code and environment "
+        return (f"{dataset}: fewer than {self.min_runs} stored runs of {', '.join(lacking)} under this code and "
+                f"environment "
                 f"(`audit reproduce {self.protocol.name} --dataset {dataset} --strategies {','.join(strategies)} "
                 f"--store {self.store}`)")
 
@@ -182,7 +185,7 @@ def family_below_claim(ctx: Context, claim: dict[str, Any]) -> tuple[str, list[s
     if untested:
         lines.append(f"not replayed here: {', '.join(untested)}" + (
             " (no faithful implementation: `audit strategies --protocol cdalbench`)"
-            if any(s in ("bald",) for s in untested) else " (no stored trials)"))
+            if any(s in ("bald",) for s in untested) else " (too few stored runs)"))
     if not testable:
         return NOT_TESTABLE, lines + [ctx.missing(dataset, sorted({s for p in pairs for s in p}))]
     tests = []
