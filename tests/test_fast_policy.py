@@ -4,13 +4,13 @@ import warnings
 import numpy as np
 import pytest
 import sklearn
-from sklearn.ensemble import RandomForestClassifier
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV
 from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import check_estimator
 
-from audit.fast.forest import LeanForest
+from audit.fast.forest import LeanForest, LeanForestRegressor
 from audit.fast.grid import LeanGridLR
 from audit.fast.linear import LeanLR
 from audit.fast.policy import (
@@ -32,10 +32,11 @@ def _failed_checks(estimator) -> set[str]:
 
 @pytest.mark.parametrize("parent, fast", [(SVC(), LeanSVC()),
                                           (RandomForestClassifier(n_estimators=10), LeanForest(n_estimators=10)),
+                                          (RandomForestRegressor(n_estimators=10), LeanForestRegressor(n_estimators=10)),
                                           (LogisticRegression(), LeanLR()),
                                           (GridSearchCV(LogisticRegression(), {"C": [1.0]}, cv=2),
                                            LeanGridLR(LogisticRegression(), {"C": [1.0]}, cv=2))],
-                         ids=["LeanSVC", "LeanForest", "LeanLR", "LeanGridLR"])
+                         ids=["LeanSVC", "LeanForest", "LeanForestRegressor", "LeanLR", "LeanGridLR"])
 def test_a_fast_estimator_fails_no_check_estimator_check_its_parent_passes(parent, fast):
     assert _failed_checks(fast) <= _failed_checks(parent)
 
@@ -55,6 +56,7 @@ def test_outside_the_supported_range_the_library_runs_without_a_warning(monkeypa
             warnings.simplefilter("error")
             assert LeanSVC().fit(X, y).fast_path_ == LIBRARY
             assert LeanForest(n_estimators=3).fit(X, y).fast_path_ == LIBRARY
+            assert LeanForestRegressor(n_estimators=3).fit(X, y / 2).fast_path_ == LIBRARY
     finally:
         fast_path_verified.cache_clear()
 

@@ -52,12 +52,14 @@ def sklearn_supported(version: str | None = None) -> bool:
     return SUPPORTED_SKLEARN[0] <= release < SUPPORTED_SKLEARN[1]
 
 
-def plain_inputs(X: Any, y: Any) -> bool:
+def plain_inputs(X: Any, y: Any, target_kinds: str = "iu") -> bool:
     """Is (X, y) an input the parent's validation accepts as it is: X a non-empty 2-D
     array of finite real numbers of at most 64 bits (a wider float may not fit float64),
-    y a 1-D integer array of X's length?"""
+    y a 1-D array of X's length whose dtype kind is in ``target_kinds`` (integers for a
+    classifier; a regressor's float64 targets are ``"f"`` at 8 bytes)?"""
     return (type(X) is np.ndarray and X.ndim == 2 and X.shape[0] > 0 and X.shape[1] > 0
-            and X.dtype.kind in "fiu" and X.dtype.itemsize <= 8 and type(y) is np.ndarray and y.ndim == 1 and y.dtype.kind in "iu"
+            and X.dtype.kind in "fiu" and X.dtype.itemsize <= 8 and type(y) is np.ndarray and y.ndim == 1
+            and y.dtype.kind in target_kinds and y.dtype.itemsize <= 8
             and y.shape[0] == X.shape[0] and bool(np.isfinite(X).all()))
 
 
@@ -112,6 +114,7 @@ class FastPathMixin:
     fast path reproduces, beyond plain_inputs), ``_fast_fit`` and ``_agrees_with_parent``."""
 
     fast_path_name: str
+    _target_kinds = "iu"  # the dtype kinds of a plain target (plain_inputs): class labels
 
     def _validate_params_once(self) -> None:
         """The parent's parameter validation, rerun only when a parameter's value changed.
@@ -146,7 +149,7 @@ class FastPathMixin:
             ran.add(self.fast_path_)
 
     def fit(self, X, y, sample_weight=None):
-        fast = plain_inputs(X, y) and self._fast_options(X, y, sample_weight)
+        fast = plain_inputs(X, y, self._target_kinds) and self._fast_options(X, y, sample_weight)
         if fast:
             self._validate_params_once()
             fast = self._fast_path_verified()
