@@ -143,3 +143,24 @@ def test_a_lal_replay_with_the_lean_forests_is_the_replay_without_them(request, 
         monkeypatch.setattr(cls, "_fast_path_verified", lambda self: False)
     library = run_trial(replay, dataset, data.X, data.y, "lal", trial)
     assert_same_replay(fast, library, "lean-forest+lean-forest-regressor+lean-svc", "lean-svc+library")
+
+
+@pytest.mark.parametrize("rows", ["float32", "fortran", "int", "nan", "width"])
+def test_a_lean_trees_probabilities_are_scikit_learns_or_its_error(heart, rows):
+    reference, lean = _fit_both(RandomForestClassifier, LeanForest, heart.X[:30], heart.y[:30], n_estimators=3)
+    X = {"float32": heart.X.astype(np.float32), "fortran": np.asfortranarray(heart.X), "int": heart.X.astype(int),
+         "nan": np.where(np.eye(*heart.X.shape) == 1, np.nan, heart.X), "width": heart.X[:, :5]}[rows]
+    for a, b in zip(reference.estimators_, lean.estimators_):
+        if rows == "width":
+            with pytest.raises(ValueError, match="features"):
+                b.predict_proba(X)
+        else:
+            assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
+
+
+def test_a_forest_of_stumps_has_scikit_learns_zero_importances():
+    X, y = np.ones((10, 3)), np.arange(10) % 2  # no split possible
+    reference, lean = _fit_both(RandomForestClassifier, LeanForest, X, y, n_estimators=4)
+    assert lean.fast_path_ == "lean-forest"
+    assert np.array_equal(reference.feature_importances_, lean.feature_importances_)
+    assert not lean.feature_importances_.any()

@@ -80,7 +80,7 @@ class _LeanTrees(FastPathMixin):
         self.n_outputs_, self.n_features_in_ = 1, n_features
         self._n_samples, self._n_samples_bootstrap, self._sample_weight = n_samples, n_samples, None
         self.__dict__.pop("feature_names_in_", None)  # an array has none, as validate_data resets it
-        self.estimator_ = self._lean_estimator()
+        self.estimator_ = self.estimator  # the forests' _validate_estimator
         max_features = _max_features(self.max_features, n_features)
         max_depth = _MAX_SEED if self.max_depth is None else self.max_depth
         min_samples_split = max(self.min_samples_split, 2 * self.min_samples_leaf)
@@ -113,6 +113,19 @@ class _LeanTrees(FastPathMixin):
         if self.oob_score:
             self._lean_oob(X, Y, counts)
         return self
+
+    @property
+    def feature_importances_(self):
+        """The forests' mean of the trees' importances over the trees that split, normalised;
+        computed in this thread (the forests hand each tree's look-up to a pool of ``n_jobs``
+        threads and take the results in tree order, so the values are the same)."""
+        if self.__dict__.get("fast_path_") != self.fast_path_name:
+            return super().feature_importances_
+        importances = [tree.feature_importances_ for tree in self.estimators_ if tree.tree_.node_count > 1]
+        if not importances:
+            return np.zeros(self.n_features_in_, dtype=np.float64)
+        importances = np.mean(importances, axis=0, dtype=np.float64)
+        return importances / np.sum(importances)
 
     def _lean_oob(self, X, Y, counts):
         """The out-of-bag predictions (each tree on the rows its bootstrap left out, summed in
@@ -147,7 +160,7 @@ class LeanForest(_LeanTrees, RandomForestClassifier):
         return _agrees_with_random_forest()
 
     def _lean_estimator(self, **params):
-        return DecisionTreeClassifier(**params)
+        return _LeanTreeClassifier(**params)
 
     def _lean_targets(self, y):
         self.classes_, encoded = np.unique(y, return_inverse=True)
@@ -175,6 +188,18 @@ class LeanForest(_LeanTrees, RandomForestClassifier):
             proba += estimator.tree_.predict(X)[:, : self.n_classes_]
         proba /= len(self.estimators_)
         return proba
+
+
+class _LeanTreeClassifier(DecisionTreeClassifier):
+    """A tree of a lean forest: its ``predict_proba`` of finite float rows of the fitted width
+    reads the tree on their float32 copy, which is all ``validate_data`` would do to them
+    (ALiPy's LAL asks each of 50 trees every round)."""
+
+    def predict_proba(self, X, check_input=True):
+        if check_input and type(X) is np.ndarray and X.ndim == 2 and X.dtype.kind == "f" and X.dtype.itemsize <= 8 \
+                and X.shape[0] > 0 and X.shape[1] == self.n_features_in_ and bool(np.isfinite(X).all()):
+            return self.tree_.predict(np.asarray(X, dtype=np.float32))[:, : self.n_classes_]
+        return super().predict_proba(X, check_input)
 
 
 class LeanForestRegressor(_LeanTrees, RandomForestRegressor):
@@ -270,7 +295,9 @@ def _agrees_with_random_forest() -> bool:
         lean = _lean_twin(reference, X, y)
         if not (_same_trees(reference, lean) and np.array_equal(reference.predict_proba(X_new), lean.predict_proba(X_new))
                 and np.array_equal(reference.classes_, lean.classes_) and _same_oob(reference, lean)
-                and np.array_equal(reference.feature_importances_, lean.feature_importances_)):
+                and np.array_equal(reference.feature_importances_, lean.feature_importances_)
+                and all(np.array_equal(a.predict_proba(X_new), b.predict_proba(X_new))
+                        for a, b in zip(reference.estimators_, lean.estimators_))):
             return False
     return True
 
