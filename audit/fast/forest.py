@@ -30,7 +30,7 @@ import warnings
 
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
-from sklearn.metrics import accuracy_score, r2_score
+from sklearn.metrics import r2_score
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from sklearn.utils import check_random_state
 
@@ -177,7 +177,8 @@ class LeanForest(_LeanTrees, RandomForestClassifier):
 
     def _lean_oob_attributes(self, Y, oob):
         self.oob_decision_function_ = oob
-        self.oob_score_ = accuracy_score(Y, np.argmax(oob, axis=1))
+        # accuracy_score's value: the mean of the exact 0/1 matches, without its target checks
+        self.oob_score_ = float(np.mean(Y[:, 0] == np.argmax(oob, axis=1)))
 
     def predict_proba(self, X):
         if self.__dict__.get("fast_path_") != self.fast_path_name:
