@@ -15,13 +15,21 @@ def _plain_svc(kernel: str):
     return lambda random_state, **params: SVC(kernel=kernel, random_state=random_state, **params)
 
 
+def _shipped_lal(qs):
+    """ALiPy's LAL object trained by ALiPy's own function, with scikit-learn's forests."""
+    qs.train_selector_from_file()
+    return qs
+
+
 @contextlib.contextmanager
 def plain_libraries():
-    """scikit-learn's own SVC for the svm specs, ALiPy's own EER log-loss loop and a
-    fresh ``np.linalg.pinv`` on every one of BMDR's ADMM iterations."""
+    """scikit-learn's own SVC for the svm specs, ALiPy's own EER log-loss loop, a
+    fresh ``np.linalg.pinv`` on every one of BMDR's ADMM iterations, and LAL's forests as
+    ALiPy builds them (scikit-learn's, not the lean ones)."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.dict(BUILDERS, {"svm-rbf": _plain_svc("rbf"),
                                                        "svm-linear": _plain_svc("linear")}))
         stack.enter_context(mock.patch.object(alipy, "sequential_log_loss_verified", lambda: False))
         stack.enter_context(mock.patch.object(alipy, "_RepeatPinvNumpy", lambda: np))
+        stack.enter_context(mock.patch.object(alipy, "_lean_lal", _shipped_lal))
         yield

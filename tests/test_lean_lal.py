@@ -13,6 +13,7 @@ from audit.fast.forest import LeanForest, LeanForestRegressor
 from audit.fast.policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
 from audit.protocols import load_protocol
 from tests.conftest import assert_same_replay, single_strategy
+from tests.plain_libraries import plain_libraries
 
 LAL_SELECTOR = {"n_estimators": 60, "max_depth": 40, "max_features": 6, "oob_score": True, "n_jobs": 1}
 """ALiPy's LAL regressor (2,000 trees, os.cpu_count() jobs there), with fewer trees and one job."""
@@ -133,16 +134,25 @@ def test_lals_alipy_object_holds_lean_forests_with_alipys_parameters(sonar):
     assert (qs._selector.n_estimators, qs._selector.max_depth, qs._selector.max_features) == (20, 40, 6)  # conftest: 20
 
 
-@pytest.mark.parametrize("protocol, dataset, trial", [("lu2023", "heart", 0), ("zhan2021", "sonar", 1)])
-def test_a_lal_replay_with_the_lean_forests_is_the_replay_without_them(request, monkeypatch, protocol, dataset, trial):
+@pytest.mark.parametrize("protocol, dataset, trial, library", [("lu2023", "heart", 0, "fallback"),
+                                                                ("zhan2021", "sonar", 1, "as shipped")])
+def test_a_lal_replay_with_the_lean_forests_is_the_replay_without_them(request, monkeypatch, protocol, dataset,
+                                                                      trial, library):
+    """The library side: the lean forests failing their self-check (scikit-learn's fits in the
+    same ALiPy object), or ALiPy and scikit-learn as shipped (ALiPy's own training call)."""
     data = request.getfixturevalue(dataset)
     shipped = load_protocol(protocol)
     replay = single_strategy(shipped, shipped.strategy("lal"), budget=12)
     fast = run_trial(replay, dataset, data.X, data.y, "lal", trial)
-    for cls in (LeanForest, LeanForestRegressor):
-        monkeypatch.setattr(cls, "_fast_path_verified", lambda self: False)
-    library = run_trial(replay, dataset, data.X, data.y, "lal", trial)
-    assert_same_replay(fast, library, "lean-forest+lean-forest-regressor+lean-svc", "lean-svc+library")
+    if library == "fallback":
+        for cls in (LeanForest, LeanForestRegressor):
+            monkeypatch.setattr(cls, "_fast_path_verified", lambda self: False)
+        plain = run_trial(replay, dataset, data.X, data.y, "lal", trial)
+        assert_same_replay(fast, plain, "lean-forest+lean-forest-regressor+lean-svc", "lean-svc+library")
+    else:
+        with plain_libraries():
+            plain = run_trial(replay, dataset, data.X, data.y, "lal", trial)
+        assert_same_replay(fast, plain, "lean-forest+lean-forest-regressor+lean-svc", "library")
 
 
 @pytest.mark.parametrize("rows", ["float32", "fortran", "int", "nan", "width"])
