@@ -174,3 +174,16 @@ def test_a_forest_of_stumps_has_scikit_learns_zero_importances():
     assert lean.fast_path_ == "lean-forest"
     assert np.array_equal(reference.feature_importances_, lean.feature_importances_)
     assert not lean.feature_importances_.any()
+
+
+def test_lal_data_generated_with_the_lean_forests_is_scikit_learns(monkeypatch):
+    """adapters/lal_data.py grows its forests through the lean path: the same file content."""
+    from adapters import lal_data
+
+    config = lal_data.LalDataConfig(episodes=1, sizes=tuple(range(2, 7)), candidates=4, train_size=80, n_trees=12,
+                                    selector_trees=8)
+    lean = lal_data.generate(config)
+    for cls in (LeanForest, LeanForestRegressor):
+        monkeypatch.setattr(cls, "_fast_path_verified", lambda self: False)
+    plain = lal_data.generate(config)
+    assert all(np.array_equal(a, b) for a, b in zip(lean, plain))

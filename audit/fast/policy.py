@@ -1,5 +1,5 @@
 """One policy for the private fast paths of scikit-learn estimators (LeanSVC, LeanForest,
-LeanGridLR, LeanLR).
+LeanForestRegressor, LeanGridLR, LeanLR).
 
 A fast estimator subclasses a scikit-learn estimator (its parent) and fits some inputs
 through a faster route with bit-identical results. It takes that route only when all of
@@ -13,8 +13,8 @@ these hold, and otherwise the parent's own ``fit`` runs:
 3. the inputs are :func:`plain_inputs`, on which the parent's input validation
    (``validate_data``, ``check_classification_targets``) raises nothing, warns nothing and
    changes no value; any other input goes to the parent's ``fit``, which validates it, so a
-   bad input (complex X, X and y of different lengths, a continuous y) raises
-   scikit-learn's own error;
+   bad input (complex X, X and y of different lengths, a continuous y given to a
+   classifier) raises scikit-learn's own error;
 4. the estimator's self-check has compared the fast path with the parent bit for bit once
    in this process (:func:`fast_path_verified`); a mismatch warns once and sends every
    later fit to the parent.
