@@ -264,14 +264,15 @@ def _same_trees(reference, lean) -> bool:
         for k in ("feature", "threshold", "value", "children_left", "children_right"))
 
 
-def _lean_twin(reference, X, y):
-    """A lean forest with ``reference``'s parameters, fitted on the lean path alone."""
-    lean = _LEAN_OF[type(reference)](**reference.get_params())
+def _fitted_pair(reference_class, params, X, y):
+    """A scikit-learn forest and the lean one with its parameters fitted on the lean path alone."""
     with warnings.catch_warnings():  # a check, not a fit of the trial: its warnings are not the trial's
         warnings.simplefilter("ignore")
+        reference = reference_class(**params).fit(X, y)
+        lean = _LEAN_OF[reference_class](**reference.get_params())
         lean._fast_fit(X, y)
     lean.fast_path_ = lean.fast_path_name
-    return lean
+    return reference, lean
 
 
 def _agrees_with_random_forest() -> bool:
@@ -290,10 +291,7 @@ def _agrees_with_random_forest() -> bool:
         X = np.round(rng.normal(size=(60, 5)), 1)
         y = rng.integers(0, n_classes, size=60) * 2 + 1  # labels 1, 3, 5: encoded by the forest
         X_new = rng.normal(size=(25, 5))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            reference = RandomForestClassifier(random_state=7, **params).fit(X, y)
-        lean = _lean_twin(reference, X, y)
+        reference, lean = _fitted_pair(RandomForestClassifier, {"random_state": 7, **params}, X, y)
         if not (_same_trees(reference, lean) and np.array_equal(reference.predict_proba(X_new), lean.predict_proba(X_new))
                 and np.array_equal(reference.classes_, lean.classes_) and _same_oob(reference, lean)
                 and np.array_equal(reference.feature_importances_, lean.feature_importances_)
@@ -314,10 +312,7 @@ def _agrees_with_random_forest_regressor() -> bool:
         X = np.round(rng.normal(size=(70, 5)), 1)
         y = np.round(X[:, 0] - X[:, 1] ** 2 + rng.normal(size=70), 2)  # ties in the target as well
         X_new = rng.normal(size=(25, 5))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            reference = RandomForestRegressor(random_state=11, **params).fit(X, y)
-        lean = _lean_twin(reference, X, y)
+        reference, lean = _fitted_pair(RandomForestRegressor, {"random_state": 11, **params}, X, y)
         if not (_same_trees(reference, lean) and np.array_equal(reference.predict(X_new), lean.predict(X_new))
                 and _same_oob(reference, lean)):
             return False
