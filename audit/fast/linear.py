@@ -30,12 +30,12 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils import check_random_state
 from sklearn.utils.extmath import safe_sparse_dot
 
-from audit.fast.policy import FastPathMixin
+from audit.fast.policy import FastPathMixin, native_seed
 
 _LIBLINEAR_MAX_X = 1e30  # LogisticRegression refuses liblinear beyond this value (a frozen fit)
 
@@ -72,7 +72,7 @@ class LeanLR(FastPathMixin, LogisticRegression):
         self.n_features_in_ = X.shape[1]
         self.__dict__.pop("feature_names_in_", None)  # an array has none, as validate_data resets it
         self.classes_, encoded = np.unique(y, return_inverse=True)
-        seed = check_random_state(self.random_state).randint(np.iinfo("i").max)
+        seed = native_seed(self.random_state)
         bias = self.intercept_scaling if self.fit_intercept else -1.0
         liblinear.set_verbosity_wrap(0)
         raw_coef, n_iter = liblinear.train_wrap(
@@ -106,6 +106,13 @@ class LeanLR(FastPathMixin, LogisticRegression):
         if not self._plain(X):
             return super().predict(X)
         return lean_predict(self, X)
+
+    def predict_proba(self, X):
+        if not (self._plain(X) and self.classes_.size == 2):
+            return super().predict_proba(X)
+        # _predict_proba_lr for two classes: the logistic of the decision values, as columns (1 - p, p)
+        prob = expit(lean_decision_function(self, X))
+        return np.stack([1 - prob, prob], axis=1)
 
 
 def lean_decision_function(model: LogisticRegression, X: np.ndarray) -> np.ndarray:

@@ -85,6 +85,22 @@ def fast_path_verified(estimator_class: type) -> bool:
     return agrees
 
 
+@functools.lru_cache(maxsize=64)
+def _seed_of_int(random_state: int) -> int:
+    return int(np.random.RandomState(random_state).randint(np.iinfo("i").max))
+
+
+def native_seed(random_state: Any) -> int:
+    """The seed ``SVC.fit`` and ``_fit_liblinear`` draw for libsvm and liblinear:
+    ``check_random_state(random_state).randint(np.iinfo("i").max)``, fixed (and cached)
+    for an int; for None (numpy's global generator) or a RandomState, the same draw from it."""
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        return _seed_of_int(int(random_state))
+    from sklearn.utils import check_random_state
+
+    return check_random_state(random_state).randint(np.iinfo("i").max)
+
+
 _RAN: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("fast_paths_ran", default=None)
 
 
@@ -107,6 +123,11 @@ def provenance(ran: set[str]) -> str:
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _VALIDATED: set[tuple] = set()  # (class, typed parameter values) that passed the parent's validation here
+
+
+def _atomic(value: Any) -> bool:
+    """Does ``copy.deepcopy`` return ``value`` itself (a plain scalar, or a tuple of them)?"""
+    return type(value) in _SCALARS or (type(value) is tuple and all(type(v) in _SCALARS for v in value))
 
 
 class FastPathMixin:
@@ -148,7 +169,7 @@ class FastPathMixin:
         cls = type(self)
         twin = cls.__new__(cls)
         memo[id(self)] = twin
-        twin.__dict__.update({name: value if type(value) in _SCALARS else copy.deepcopy(value, memo)
+        twin.__dict__.update({name: value if _atomic(value) else copy.deepcopy(value, memo)
                               for name, value in self.__dict__.items()})
         return twin
 
