@@ -5,10 +5,10 @@ import contextlib
 from unittest import mock
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
 from sklearn.svm import SVC
 
 from adapters import alipy
+from audit.engine.liblinear_ovr import OvRLogisticRegression
 from audit.engine.models import BUILDERS
 
 
@@ -17,7 +17,7 @@ def _plain_svc(kernel: str):
 
 
 def _plain_lr(random_state, **params):
-    return LogisticRegression(random_state=random_state, **params)
+    return OvRLogisticRegression(random_state=random_state, **params)  # the `lr` spec without LeanLR
 
 
 def _shipped_lal(qs):

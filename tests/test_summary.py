@@ -178,3 +178,33 @@ def test_a_missing_or_foreign_store_is_one_line(tmp_path, capsys):
     code, _, err = run(["summary", "--protocol", "lu2023", "--store", str(tmp_path / "text.sqlite")], capsys)
     assert code == 2 and err.startswith("audit: error: cannot read the result store") and err.count("\n") == 1
     assert (tmp_path / "text.sqlite").read_text() == "not a database"
+
+
+def test_cells_with_fewer_trials_than_planned_are_counted_and_marked(lu_store, tmp_path, capsys):
+    from audit.report.summary import cell_text, short_cells
+
+    store, _ = lu_store  # 3 trials stored per cell
+    code, out, err = run(["summary", "--protocol", "lu2023", "--datasets", "heart", "--strategies", "uniform,us-c,qbc",
+                          "--trials", "5", "--store", str(store), "--out", str(tmp_path / "s")], capsys)
+    assert code == 0, err
+    assert "2 with fewer trials than planned (n=k/N in the heatmap)" in out  # qbc: not run, not short
+    summary = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert [(c["strategy"], c["n"]) for c in short_cells(summary)] == [("uniform", 3), ("us-c", 3)]
+    uniform = next(c for c in summary["cells"] if c["strategy"] == "uniform")
+    assert cell_text(uniform, "percent", 5).endswith("\nn=3/5") and "\n" not in cell_text(uniform, "percent", 3)
+    code, out, err = run(["summary", "--protocol", "lu2023", "--datasets", "heart", "--trials", "3",
+                          "--store", str(store), "--out", str(tmp_path / "t")], capsys)
+    assert code == 0 and "fewer trials than planned" not in out
+
+
+def test_an_sqlite_file_of_another_program_is_named_so(tmp_path, capsys):
+    import sqlite3
+
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE notes (text TEXT)")
+    before = other.read_bytes()
+    code, _, err = run(["summary", "--protocol", "lu2023", "--store", str(other)], capsys)
+    assert code == 2 and err == (f"audit: error: cannot read the result store {other}: it is not an al-audit "
+                                 "result store (no trials or rounds table)\n")
+    assert other.read_bytes() == before

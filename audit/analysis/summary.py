@@ -31,7 +31,8 @@ from audit.analysis.compare import (
 from audit.analysis.reference_lint import lint_references
 from audit.analysis.references import Reference, load_references
 from audit.analysis.reproduce import nan_to_none, compare_cell
-from audit.engine.datasets import REGISTRY, get_info, load_dataset
+from audit.engine.capabilities import canonical_order
+from audit.engine.datasets import get_info, load_dataset, names
 from audit.engine.destinations import check_destination
 from audit.engine.metrics import get_variant
 from audit.engine.splits import plan_seeds
@@ -69,19 +70,6 @@ class SummaryOutcome:
     summary: dict[str, Any]
     out_dir: Path | None = None
     files: list[str] = field(default_factory=list)
-
-
-def canonical_strategies(protocol: Protocol) -> list[str]:
-    """The protocol's strategies in the order of lu2023 Table 1 (as `audit reproduce` lists them)."""
-    from audit.engine.capabilities import CANONICAL_STRATEGIES
-
-    rank = {s: i for i, s in enumerate(CANONICAL_STRATEGIES)}
-    return sorted(protocol.strategies, key=lambda s: rank.get(s, len(rank)))
-
-
-def protocol_datasets(protocol: Protocol) -> list[str]:
-    """Every registered data set the protocol covers, in registry order (what `audit run` plans)."""
-    return [name for name, info in REGISTRY.items() if info.task in protocol.tasks]
 
 
 def _unique(names: list[str], what: str) -> list[str]:
@@ -127,8 +115,8 @@ def plan_summary(request: SummaryRequest, write: bool = True) -> SummaryPlan:
     if isinstance(request.strategies, str) or (isinstance(request.datasets, str) and request.datasets != ALL):
         raise AuditError("strategies and datasets must be lists of names (datasets may also be 'all')")
     strategies = (_unique([protocol.strategy(s).id for s in request.strategies], "a strategy is")
-                  if request.strategies else canonical_strategies(protocol))
-    covered = protocol_datasets(protocol)
+                  if request.strategies else canonical_order(protocol.strategies))
+    covered = names(protocol.tasks)  # what `audit run` plans, in registry order
     if request.datasets and request.datasets != ALL:
         datasets = _unique([get_info(d).name for d in request.datasets], "a data set is")
         for name in datasets:

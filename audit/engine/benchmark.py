@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterator, Sequence
 
+from audit.engine.datasets import names
 from audit.engine.executors import DEFAULT_RETRIES, EXECUTORS, Executor, make_executor
 from audit.engine.replay import (
     ReproduceRequest,
@@ -88,13 +89,6 @@ class RunOutcome:
     seconds: float
 
 
-def default_datasets(protocol_name: str) -> list[str]:
-    from audit.engine.datasets import REGISTRY
-
-    protocol = load_protocol(protocol_name)
-    return [name for name, info in REGISTRY.items() if info.task in protocol.tasks]
-
-
 def _validate(request: RunRequest) -> None:
     if request.trials is not None and request.trials < 1:
         raise AuditError(f"--trials must be a positive number, not {request.trials}")
@@ -113,7 +107,7 @@ def _validate(request: RunRequest) -> None:
 def plan_run(request: RunRequest, store: ResultStore, log=lambda line: None) -> RunPlan:
     """Every missing trial of every data set and strategy; all input validated first."""
     _validate(request)
-    datasets = list(request.datasets) if request.datasets else default_datasets(request.protocol)
+    datasets = list(request.datasets) if request.datasets else names(load_protocol(request.protocol).tasks)
     if len(set(datasets)) != len(datasets):
         raise AuditError(f"a data set is named twice in --datasets: {','.join(datasets)}")
     replays = [ReproduceRequest(request.protocol, d, request.strategies, trials=request.trials,

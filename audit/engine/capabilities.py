@@ -4,7 +4,7 @@ not, why). Unavailable cells are listed, never dropped."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import adapters
 from audit.errors import AuditError
@@ -15,6 +15,12 @@ CANONICAL_STRATEGIES = (
     "coreset", "graph", "hier", "infodiv", "mcm", "eer", "bmdr", "spal", "lal",
     "bso", "greedy-oracle",  # reference oracles (adapters/oracles.py): they use the test labels
 )
+
+
+def canonical_order(strategies: Sequence[str]) -> list[str]:
+    """Strategies in the order of lu2023 Table 1 (CANONICAL_STRATEGIES), others after, as given."""
+    rank = {s: i for i, s in enumerate(CANONICAL_STRATEGIES)}
+    return sorted(strategies, key=lambda s: rank.get(s, len(rank)))
 
 
 @dataclass(frozen=True)

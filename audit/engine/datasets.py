@@ -18,7 +18,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Sequence
 
 import numpy as np
 
@@ -173,9 +173,11 @@ REGISTRY: dict[str, DatasetInfo] = {
 ALIASES = {"tictactoe": "tic"}
 
 
-def names(task: str | None = None, size: str | None = None) -> list[str]:
-    """Registry names in benchmark order, optionally filtered by task and size."""
-    return [k for k, v in REGISTRY.items() if task in (None, v.task) and size in (None, v.size)]
+def names(task: str | Sequence[str] | None = None, size: str | None = None) -> list[str]:
+    """Registry names in benchmark order, optionally filtered by task (one, or any of several:
+    a protocol's ``tasks``) and size."""
+    tasks = None if task is None else {task} if isinstance(task, str) else set(task)
+    return [k for k, v in REGISTRY.items() if (tasks is None or v.task in tasks) and size in (None, v.size)]
 
 
 def get_info(name: str) -> DatasetInfo:

@@ -34,8 +34,9 @@ def _svm(kernel: str) -> Callable[..., ClassifierMixin]:
 
 
 def _lr(random_state: int | None, **params: Any) -> ClassifierMixin:
-    """scikit-learn's LogisticRegression, with the bit-identical lean predictions (and lean
-    binary liblinear fit) of LeanLR when they apply."""
+    """scikit-learn's LogisticRegression; liblinear on three or more classes fits one-vs-rest,
+    as scikit-learn did before 1.8 (audit/engine/liblinear_ovr.py); with the bit-identical
+    lean predictions (and lean binary liblinear fit) of LeanLR when they apply."""
     from audit.fast.linear import LeanLR
 
     return LeanLR(random_state=random_state, **params)
@@ -145,6 +146,8 @@ def sklearn_classifier(path: str) -> type:
 def _build_sklearn(path: str, random_state: int | None, **params: Any) -> ClassifierMixin:
     """A class-path model; it gets the protocol's model seed when it takes a random_state."""
     cls = sklearn_classifier(path)
+    if path == "sklearn.linear_model.LogisticRegression":  # liblinear on 3+ classes: one-vs-rest, as `lr`
+        from audit.engine.liblinear_ovr import OvRLogisticRegression as cls
     if "random_state" in inspect.signature(cls).parameters:
         params.setdefault("random_state", random_state)
     return cls(**params)

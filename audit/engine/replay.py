@@ -49,10 +49,9 @@ def choose_strategies(protocol: Protocol, requested: Sequence[str] | None) -> tu
     if requested:
         ids = list(requested)
     else:  # the protocol's strategies, in the order of lu2023 Table 1
-        from audit.engine.capabilities import CANONICAL_STRATEGIES
+        from audit.engine.capabilities import canonical_order
 
-        rank = {s: i for i, s in enumerate(CANONICAL_STRATEGIES)}
-        ids = sorted(protocol.strategies, key=lambda s: rank.get(s, len(rank)))
+        ids = canonical_order(protocol.strategies)
     unavailable = {}
     for sid in ids:
         reason = adapters.unavailable_reason(protocol.strategy(sid).implementation)

@@ -299,7 +299,9 @@ def open_read_only(path: str | Path) -> sqlite3.Connection:
         db.execute("SELECT trial_id FROM rounds LIMIT 1")
     except sqlite3.Error as exc:
         db.close()
-        raise AuditError(f"cannot read the result store {path}: {exc}") from None
+        what = ("it is not an al-audit result store (no trials or rounds table)" if "no such table" in str(exc)
+                else exc)
+        raise AuditError(f"cannot read the result store {path}: {what}") from None
     return db
 
 

@@ -18,7 +18,8 @@ weights, no callbacks) LeanLR calls liblinear's ``train_wrap`` itself with the a
 ``_fit_liblinear`` hands it (labels encoded as 0/1, unit class and sample weights, the
 same seed drawn from ``random_state``, the same solver type, bias and tolerance), so the
 coefficients, intercept and iteration count are liblinear's own; every other fit is
-``LogisticRegression.fit``.
+``OvRLogisticRegression``'s (``LogisticRegression.fit``, one-vs-rest for liblinear on three
+or more classes).
 
 It follows :mod:`audit.fast.policy` (supported scikit-learn releases, LogisticRegression's
 own parameter and input validation, a once-per-process self-check); its fast path is the
@@ -35,13 +36,15 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.extmath import safe_sparse_dot
 
+from audit.engine.liblinear_ovr import OvRLogisticRegression
 from audit.fast.policy import FastPathMixin, native_seed
 
 _LIBLINEAR_MAX_X = 1e30  # LogisticRegression refuses liblinear beyond this value (a frozen fit)
 
 
-class LeanLR(FastPathMixin, LogisticRegression):
-    """``LogisticRegression`` with lean predictions (see the module docstring)."""
+class LeanLR(FastPathMixin, OvRLogisticRegression):
+    """``LogisticRegression`` (liblinear one-vs-rest on 3+ classes, as `lr` builds it) with lean
+    predictions (see the module docstring)."""
 
     fast_path_name = "lean-lr"
 
@@ -52,7 +55,7 @@ class LeanLR(FastPathMixin, LogisticRegression):
         if self._lean_liblinear_applies(X, y):
             self._lean_liblinear_fit(X, y)
         else:
-            LogisticRegression.fit(self, X, y)  # scikit-learn's own fit: only the predictions are lean
+            OvRLogisticRegression.fit(self, X, y)  # scikit-learn's own fit: only the predictions are lean
 
     def _lean_liblinear_applies(self, X: np.ndarray, y: np.ndarray) -> bool:
         """The options of LogisticRegression.fit whose liblinear call the lean fit makes alike."""
@@ -138,7 +141,7 @@ def _agrees_with_lr() -> bool:
     process (:func:`audit.fast.policy.fast_path_verified`).
     """
     rng = np.random.default_rng(4)
-    cases = ((2, {"C": 0.1}), (3, {"C": 1.0}), (2, {"solver": "liblinear"}),
+    cases = ((2, {"C": 0.1}), (3, {"C": 1.0}), (2, {"solver": "liblinear"}), (3, {"solver": "liblinear"}),
              (2, {"solver": "liblinear", "C": 0.05, "fit_intercept": False}),
              (2, {"solver": "liblinear", "dual": True, "intercept_scaling": 2.5}))
     for n_classes, params in cases:
@@ -147,7 +150,7 @@ def _agrees_with_lr() -> bool:
         X_new = rng.normal(size=(12, 6))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            reference = LogisticRegression(random_state=0, **params).fit(X, y)
+            reference = OvRLogisticRegression(random_state=0, **params).fit(X, y)
             lean = LeanLR(random_state=0, **params)
             lean._validate_params_once()
             lean._fast_fit(X.copy(), y)

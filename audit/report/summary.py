@@ -90,6 +90,9 @@ def count_lines(summary: dict[str, Any]) -> list[str]:
     if c[TOO_FEW]:
         parts.append(f"{c[TOO_FEW]} too few trials (one)")
     parts.append(f"{c[NOT_RUN]} not run")
+    short = short_cells(summary)
+    if short:
+        parts.append(f"{len(short)} with fewer trials than planned (n=k/N in the heatmap)")
     lines = ["; ".join(parts), f"{c['cells']} cells: {len(summary['datasets'])} data sets x "
                                 f"{len(summary['strategies'])} strategies"]
     if summary["unavailable"]:
@@ -177,12 +180,22 @@ def _category(cell: dict[str, Any]) -> str:
     return "low power" if cell["verdict"] == CONSISTENT and cell["low_power"] else cell["verdict"]
 
 
-def cell_text(cell: dict[str, Any], scale: str) -> str:
-    """The text of a heatmap cell: the difference, n/r, n=1 or –, and its lint marks."""
+def short_cells(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Cells run with fewer successful trials than planned for their data set (a run still
+    going, failed trials, or a store filled with a smaller --trials)."""
+    planned = summary["seeds"]["planned"]
+    return [c for c in summary["cells"] if 0 < c["n"] < planned.get(c["dataset"], 0)]
+
+
+def cell_text(cell: dict[str, Any], scale: str, planned: int) -> str:
+    """The text of a heatmap cell: the difference, n/r, n=1 or –, with "n=k/N" below when
+    fewer trials than the ``planned`` N back it."""
     verdict = cell["verdict"]
     text = {NO_REFERENCE: "n/r", NOT_RUN: "–", TOO_FEW: "n=1"}.get(verdict)
     if text is None:
         text = difference_text(scale, cell["difference"])
+    if 1 < cell["n"] < planned:
+        text += f"\nn={cell['n']}/{planned}"
     return text
 
 
@@ -208,7 +221,8 @@ def plot_heatmap(summary: dict[str, Any], path: Path) -> None:
     for i, d in enumerate(datasets):
         for j, s in enumerate(strategies):
             cell = by_key[d, s]
-            ax.text(j, i, cell_text(cell, scale), ha="center", va="center", fontsize=8, color="#111111")
+            ax.text(j, i, cell_text(cell, scale, summary["seeds"]["planned"].get(d, 0)), ha="center",
+                    va="center", fontsize=8, color="#111111", linespacing=0.9)
             if cell["lint"]:  # the lint findings on its published number, in the top right corner
                 ax.text(j + 0.46, i - 0.38, _mark(cell["lint"]), ha="right", va="top", fontsize=6.5,
                         color=LINT_COLOUR, fontweight="bold")
@@ -252,7 +266,7 @@ def markdown(summary: dict[str, Any]) -> str:
     out += ["", "## Counts", "", *[f"- {line}" for line in count_lines(summary)], "", VERDICT_RULE, ""]
     out += ["## Heatmap", "", f"![verdict heatmap]({SUMMARY_PNG})", "",
             f"Cells coloured by verdict; the text is the reproduced minus the published mean in {_unit(scale)} "
-            "(n/r: no published number; –: not run).", ""]
+            "(n/r: no published number; –: not run; n=k/N: k of the N planned trials).", ""]
     out += ["## Most discrepant cells", ""]
     out += (["```", *_aligned(DISCREPANT_HEADER, discrepant_rows(summary)), "```", ""]
             if summary["most_discrepant"] else ["No discrepant cell.", ""])
@@ -298,7 +312,8 @@ def render_html(summary: dict[str, Any], png: Path) -> str:
             "<ul class='counts'>" + "".join(f"<li>{escape(line)}</li>" for line in count_lines(summary)) + "</ul>",
             f"<p>{escape(VERDICT_RULE)}</p>", "<h2>Heatmap</h2>",
             _figure(png, "verdict heatmap", f"Cells coloured by verdict; the text is the reproduced minus the "
-                    f"published mean in {_unit(p['scale'])} (n/r: no published number; –: not run); [k] in a cell's corner "
+                    f"published mean in {_unit(p['scale'])} (n/r: no published number; –: not run; n=k/N: k of the N "
+                    "planned trials); [k] in a cell's corner "
                     "is a lint finding below."),
             "<h2>Most discrepant cells</h2>"]
     body.append(_html_table(DISCREPANT_HEADER, discrepant_rows(summary), [c["verdict"] for c in summary["most_discrepant"]])
