@@ -696,8 +696,23 @@ class LAL(AlipyStrategy):
         # ALiPy would download when the file is missing; it is present here, so it only trains.
         with _global_numpy_seed(int(self._fallback_rng.integers(2**32))):
             with contextlib.redirect_stdout(io.StringIO()):
-                return _ql.QueryInstanceLAL(X, y_alipy, mode=mode, data_path=path,
-                                            cls_est=self.params["cls_est"], train_slt=True)
+                qs = _ql.QueryInstanceLAL(X, y_alipy, mode=mode, data_path=path,
+                                          cls_est=self.params["cls_est"], train_slt=False)
+                return _lean_lal(qs)
+
+
+def _lean_lal(qs: Any) -> Any:
+    """A QueryInstanceLAL built with ``train_slt=False``, trained as ``train_slt=True`` trains it,
+    with its forests lean (:mod:`audit.fast.forest`): the per-round classifier is a LeanForest
+    with its parameters and the regressor ALiPy trains is a LeanForestRegressor (the copy of
+    ``train_selector_from_file`` sees that class under ALiPy's name). Both are scikit-learn's
+    forests bit for bit, or scikit-learn's own fit when their policy says so; the same global
+    random draws in the same order."""
+    from audit.fast.forest import LeanForest, LeanForestRegressor
+
+    qs.model = LeanForest(**qs.model.get_params())
+    _with_globals(_ql.QueryInstanceLAL.train_selector_from_file, RandomForestRegressor=LeanForestRegressor)(qs)
+    return qs
 
 
 STRATEGIES: dict[str, type[QueryStrategy]] = {

@@ -86,7 +86,6 @@ TINY_LAL = dict(episodes=1, sizes=(2, 3, 4), candidates=4, train_size=60, n_tree
 def tiny_lal_data(monkeypatch, tmp_path_factory):
     """Every test: LAL's regenerated training data is a tiny generation in a session
     directory (never the user cache), and ALiPy's LAL regressor has 20 trees, not 2000."""
-    import functools
     import sys
 
     from adapters import lal_data
@@ -95,11 +94,7 @@ def tiny_lal_data(monkeypatch, tmp_path_factory):
     monkeypatch.delenv("AL_AUDIT_LAL_DATA", raising=False)
     monkeypatch.setattr(lal_data, "DEFAULT_CONFIG", dataclasses.replace(lal_data.DEFAULT_CONFIG, **TINY_LAL))
     alipy_adapter = sys.modules.get("adapters.alipy")
-    if alipy_adapter is not None:
-        lal = alipy_adapter._ql.QueryInstanceLAL
-        monkeypatch.setattr(lal, "train_selector_from_file",
-                            functools.partialmethod(_TRAIN_SELECTOR.setdefault("f", lal.train_selector_from_file),
-                                                    reg_est=20))
-
-
-_TRAIN_SELECTOR: dict = {}
+    if alipy_adapter is not None:  # reg_est's default (the adapter trains through a copy of the function)
+        train = alipy_adapter._ql.QueryInstanceLAL.train_selector_from_file
+        file_path, _, depth, feat = train.__defaults__
+        monkeypatch.setattr(train, "__defaults__", (file_path, 20, depth, feat))

@@ -4,13 +4,13 @@ import warnings
 import numpy as np
 import pytest
 import sklearn
-from sklearn.ensemble import RandomForestClassifier
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV
 from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import check_estimator
 
-from audit.fast.forest import LeanForest
+from audit.fast.forest import LeanForest, LeanForestRegressor
 from audit.fast.grid import LeanGridLR
 from audit.fast.linear import LeanLR
 from audit.fast.policy import (
@@ -32,10 +32,11 @@ def _failed_checks(estimator) -> set[str]:
 
 @pytest.mark.parametrize("parent, fast", [(SVC(), LeanSVC()),
                                           (RandomForestClassifier(n_estimators=10), LeanForest(n_estimators=10)),
+                                          (RandomForestRegressor(n_estimators=10), LeanForestRegressor(n_estimators=10)),
                                           (LogisticRegression(), LeanLR()),
                                           (GridSearchCV(LogisticRegression(), {"C": [1.0]}, cv=2),
                                            LeanGridLR(LogisticRegression(), {"C": [1.0]}, cv=2))],
-                         ids=["LeanSVC", "LeanForest", "LeanLR", "LeanGridLR"])
+                         ids=["LeanSVC", "LeanForest", "LeanForestRegressor", "LeanLR", "LeanGridLR"])
 def test_a_fast_estimator_fails_no_check_estimator_check_its_parent_passes(parent, fast):
     assert _failed_checks(fast) <= _failed_checks(parent)
 
@@ -55,6 +56,7 @@ def test_outside_the_supported_range_the_library_runs_without_a_warning(monkeypa
             warnings.simplefilter("error")
             assert LeanSVC().fit(X, y).fast_path_ == LIBRARY
             assert LeanForest(n_estimators=3).fit(X, y).fast_path_ == LIBRARY
+            assert LeanForestRegressor(n_estimators=3).fit(X, y / 2).fast_path_ == LIBRARY
     finally:
         fast_path_verified.cache_clear()
 
@@ -97,3 +99,30 @@ def test_parameters_validated_once_per_process_are_not_validated_again_and_bad_o
         LeanForest(n_estimators=0).fit(X, y)
     with pytest.raises(InvalidParameterError):
         LeanForest(n_estimators=0).fit(X, y)  # still raises the second time
+
+
+@pytest.mark.parametrize("model", [LeanLR(solver="liblinear"), LeanSVC(gamma="auto"), LeanForest(n_estimators=3),
+                                   LeanForestRegressor(n_estimators=3)], ids=lambda m: type(m).__name__)
+def test_a_deep_copy_of_a_fitted_fast_estimator_is_what_deepcopys_protocol_gives(model, monkeypatch):
+    import copy
+
+    from audit.fast.policy import FastPathMixin
+
+    X = np.random.default_rng(2).normal(size=(30, 4))
+    y = np.arange(30) % 2
+    model.fit(X, y if not isinstance(model, LeanForestRegressor) else X[:, 0])
+    shared = next(name for name, value in vars(model).items() if isinstance(value, (np.ndarray, list)))
+    model.shared_ = getattr(model, shared)  # one object under two names: one object in the copy too
+    twin = copy.deepcopy(model)
+    monkeypatch.delattr(FastPathMixin, "__deepcopy__")
+    reference = copy.deepcopy(model)
+    assert type(twin) is type(reference) and twin.__dict__.keys() == reference.__dict__.keys()
+    for name, value in reference.__dict__.items():
+        if isinstance(value, (np.ndarray, list)):
+            assert twin.__dict__[name] is not model.__dict__[name]  # copied, not shared with the original
+        if isinstance(value, np.ndarray):
+            assert np.array_equal(twin.__dict__[name], value) and twin.__dict__[name].dtype == value.dtype
+        elif not isinstance(value, list):
+            assert type(twin.__dict__[name]) is type(value)
+    assert twin.shared_ is getattr(twin, shared)
+    assert np.array_equal(twin.predict(X), reference.predict(X))

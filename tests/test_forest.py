@@ -1,13 +1,14 @@
-"""LeanForest must be RandomForestClassifier bit for bit, or be RandomForestClassifier."""
+"""LeanForest must be RandomForestClassifier bit for bit, or be RandomForestClassifier (LeanForestRegressor:
+tests/test_lean_lal.py; its self-check's fallback is here)."""
 import numpy as np
 import pytest
 from sklearn.base import clone
-from sklearn.ensemble import RandomForestClassifier
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 from audit.engine.datasets import load_dataset
 from audit.engine.models import ModelSpec
 from audit.fast import forest
-from audit.fast.forest import LeanForest
+from audit.fast.forest import LeanForest, LeanForestRegressor
 from audit.fast.policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
 
 
@@ -53,28 +54,33 @@ def test_options_the_lean_path_does_not_cover_go_through_scikit_learn(params, fi
     _same_forest(reference, lean, data.X)
 
 
-def test_a_failed_self_check_sends_every_forest_through_scikit_learn(monkeypatch):
+@pytest.mark.parametrize("lean_class, parent", [(LeanForest, RandomForestClassifier),
+                                                (LeanForestRegressor, RandomForestRegressor)])
+def test_a_failed_self_check_sends_every_forest_through_scikit_learn(monkeypatch, lean_class, parent):
     """The check compares with the real forest: a lean path that draws its seeds
-    differently fails it, warns, and then fits are RandomForestClassifier's."""
-    original = LeanForest._fast_fit
+    differently fails it, warns, and then fits are scikit-learn's."""
+    original = lean_class._fast_fit
 
     def shifted_seed(self, X, y):
         self.random_state = (self.random_state or 0) + 1
         return original(self, X, y)
 
-    monkeypatch.setattr(LeanForest, "_fast_fit", shifted_seed)
+    monkeypatch.setattr(lean_class, "_fast_fit", shifted_seed)
     fast_path_verified.cache_clear()
     try:
         data = load_dataset("sonar")
-        with pytest.warns(FastPathFallbackWarning, match="RandomForestClassifier"):
-            model = LeanForest(n_estimators=10, random_state=5).fit(data.X[:60], data.y[:60])
+        X, y = data.X[:60], (data.y[:60] if parent is RandomForestClassifier else data.X[:60, 0])
+        with pytest.warns(FastPathFallbackWarning, match=parent.__name__):
+            model = lean_class(n_estimators=10, random_state=5).fit(X, y)
         assert model.fast_path_ == LIBRARY
-        _same_forest(RandomForestClassifier(n_estimators=10, random_state=5).fit(data.X[:60], data.y[:60]),
-                     model, data.X)
+        reference = parent(n_estimators=10, random_state=5).fit(X, y)
+        assert np.array_equal(reference.predict(data.X), model.predict(data.X))
+        if parent is RandomForestClassifier:
+            _same_forest(reference, model, data.X)
     finally:
         fast_path_verified.cache_clear()
     monkeypatch.undo()
-    assert fast_path_verified(LeanForest) is True
+    assert fast_path_verified(lean_class) is True
 
 
 def test_without_the_tree_builder_the_forest_is_scikit_learns(monkeypatch):

@@ -8,6 +8,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from adapters.libact import libact_model
+from audit.engine.liblinear_ovr import OvRLogisticRegression
 from audit.engine.models import ModelSpec
 from audit.engine.runner import run_trial
 from audit.fast.linear import LeanLR
@@ -117,3 +118,59 @@ def test_a_libact_replay_with_the_lean_path_is_the_replay_without_it(sonar, monk
     monkeypatch.setattr(LeanLR, "_fast_path_verified", lambda self: False)
     library = run_trial(protocol, "sonar", sonar.X, sonar.y, strategy, 2)
     assert_same_replay(fast, library, "lean-lr+lean-svc", "lean-svc+library")
+
+
+def test_the_lean_liblinear_fit_is_liblinears_own_on_random_problems():
+    rng = np.random.default_rng(77)
+    for i in range(20):
+        n, d = int(rng.integers(4, 60)), int(rng.integers(1, 25))
+        X = rng.normal(size=(n, d)) * rng.uniform(0.1, 30)
+        y = np.r_[0, 1, rng.integers(0, 2, n - 2)] * (3 if i % 2 else 1) - (i % 3 == 0)  # labels 0/1, 2/-1, 3/0 ...
+        params = {"solver": "liblinear", "C": float(10.0 ** rng.integers(-3, 3)),
+                  "random_state": None if i % 4 == 0 else i, "fit_intercept": i % 5 != 0, "dual": i % 7 == 0,
+                  "max_iter": 3 if i % 6 == 0 else 100}
+        np.random.seed(i)  # random_state None: liblinear's seed comes from the global generator
+        with warnings.catch_warnings(record=True) as expected_warnings:
+            warnings.simplefilter("always")
+            reference = LogisticRegression(**params).fit(X, y)
+        expected_draw = np.random.randint(1 << 30)  # the global generator after the fit
+        np.random.seed(i)
+        with warnings.catch_warnings(record=True) as lean_warnings:
+            warnings.simplefilter("always")
+            lean = LeanLR(**params).fit(X, y)
+        assert np.random.randint(1 << 30) == expected_draw
+        assert lean.fast_path_ == "lean-lr" and lean._lean_liblinear_applies(X, y)
+        assert [str(w.message) for w in lean_warnings] == [str(w.message) for w in expected_warnings]
+        _assert_same(reference, lean, rng.normal(size=(7, d)))
+
+
+@pytest.mark.parametrize("params, X_kind", [({"solver": "liblinear", "class_weight": "balanced"}, "float64"),
+                                            ({"solver": "liblinear", "l1_ratio": 1.0}, "float64"),
+                                            ({"solver": "liblinear"}, "float32"), ({"solver": "liblinear"}, "three classes")])
+def test_what_the_lean_liblinear_fit_does_not_cover_is_logistic_regressions_fit(params, X_kind):
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(30, 4)).astype(np.float32 if X_kind == "float32" else np.float64)
+    y = np.arange(30) % (3 if X_kind == "three classes" else 2)
+    assert not LeanLR(**params)._lean_liblinear_applies(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = OvRLogisticRegression(random_state=0, **params).fit(X, y)  # one-vs-rest on three classes
+        lean = LeanLR(random_state=0, **params).fit(X, y)
+    _assert_same(reference, lean, rng.normal(size=(5, 4)))
+
+
+def test_the_lr_spec_builds_a_lean_lr():
+    model = ModelSpec("lr", {"solver": "liblinear"}).build(3)
+    assert type(model) is LeanLR and model.solver == "liblinear" and model.random_state == 3
+
+
+def test_alipys_eer_with_the_lean_lr_picks_what_it_picks_as_shipped(sonar):
+    """zhan2021's EER refits a liblinear LR twice per candidate: the lean fit gives ALiPy's picks."""
+    from tests.plain_libraries import plain_libraries
+
+    zhan = load_protocol("zhan2021")
+    protocol = dataclasses.replace(zhan, budget_size=3, strategies={"eer": zhan.strategies["eer"]})
+    fast = run_trial(protocol, "sonar", sonar.X, sonar.y, "eer", 1)
+    with plain_libraries():
+        plain = run_trial(protocol, "sonar", sonar.X, sonar.y, "eer", 1)
+    assert_same_replay(fast, plain, "lean-lr+lean-svc", "library")

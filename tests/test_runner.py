@@ -181,7 +181,8 @@ def test_companions_must_differ_only_in_the_task_model(lu2023, sonar):
 
 @pytest.mark.parametrize("task_model, fast_path", [(ModelSpec("svm-rbf", {"gamma": "auto"}), "lean-svc"),
                                                    (ModelSpec("rf", {"n_estimators": 5}), "lean-forest"),
-                                                   (ModelSpec("lr"), "library")])
+                                                   (ModelSpec("lr"), "lean-lr"),
+                                                   (ModelSpec("lda"), "library")])
 def test_a_trial_records_the_fit_path_that_ran_and_the_store_keeps_it(lu2023, sonar, tmp_path, task_model, fast_path):
     from audit.engine.store import ResultStore, fingerprint_details
 

@@ -36,10 +36,11 @@ def _svm(kernel: str) -> Callable[..., ClassifierMixin]:
 
 def _lr(random_state: int | None, **params: Any) -> ClassifierMixin:
     """scikit-learn's LogisticRegression; liblinear on three or more classes fits one-vs-rest,
-    as scikit-learn did before 1.8 (audit/engine/liblinear_ovr.py)."""
-    from audit.engine.liblinear_ovr import OvRLogisticRegression
+    as scikit-learn did before 1.8 (audit/engine/liblinear_ovr.py); with the bit-identical
+    lean predictions (and lean binary liblinear fit) of LeanLR when they apply."""
+    from audit.fast.linear import LeanLR
 
-    return OvRLogisticRegression(random_state=random_state, **params)
+    return LeanLR(random_state=random_state, **params)
 
 
 def _lr_grid(random_state: int | None, **params: Any) -> ClassifierMixin:

@@ -153,14 +153,16 @@ def missing_tasks(plan: ReplayPlan, request: ReproduceRequest,
 
 # Mean seconds per trial of each implementation on sonar under lu2023 (104 rounds x 124 train
 # rows), from docs/performance.md ("Seconds per trial of every strategy": 20 trials each, a
-# shared machine; eer after LeanSVC, "ALiPy's EER and BMDR"; bso: lu2023's own 52 s).
+# shared machine; eer after LeanSVC, "ALiPy's EER and BMDR"; lal: "ALiPy's LAL", CPU s of a
+# zhan2021 sonar trial with the lean forests; bso: lu2023's own 52 s).
 # Only the order of the cells depends on it, never a result: the store's own measurements
 # replace it as soon as a cell has a trial stored.
 PRIOR_SECONDS_ON_SONAR = {
     "native.uniform": 0.31, "native.graph": 0.30, "native.coreset": 0.33, "native.hier": 0.33,
     "native.mcm": 0.37, "native.infodiv": 0.39, "native.margin": 0.39, "libact.hintsvm": 0.65,
     "libact.uncertainty": 0.82, "libact.quire": 0.95, "libact.qbc": 2.34, "libact.albl": 4.02,
-    "libact.dwus": 7.79, "alipy.spal": 8.26, "alipy.bmdr": 14.24, "alipy.eer": 15.4, "oracle.bso": 52.0,
+    "libact.dwus": 7.79, "alipy.lal": 6.5, "alipy.spal": 8.26, "alipy.bmdr": 14.24, "alipy.eer": 15.4,
+    "oracle.bso": 52.0,
 }
 SONAR_ROUND_ROWS = 104 * 124
 PRIOR_DEFAULT = PRIOR_SECONDS_ON_SONAR["native.uniform"]  # an implementation not measured: a cheap one

@@ -1,5 +1,5 @@
 """One policy for the private fast paths of scikit-learn estimators (LeanSVC, LeanForest,
-LeanGridLR, LeanLR).
+LeanForestRegressor, LeanGridLR, LeanLR).
 
 A fast estimator subclasses a scikit-learn estimator (its parent) and fits some inputs
 through a faster route with bit-identical results. It takes that route only when all of
@@ -13,8 +13,8 @@ these hold, and otherwise the parent's own ``fit`` runs:
 3. the inputs are :func:`plain_inputs`, on which the parent's input validation
    (``validate_data``, ``check_classification_targets``) raises nothing, warns nothing and
    changes no value; any other input goes to the parent's ``fit``, which validates it, so a
-   bad input (complex X, X and y of different lengths, a continuous y) raises
-   scikit-learn's own error;
+   bad input (complex X, X and y of different lengths, a continuous y given to a
+   classifier) raises scikit-learn's own error;
 4. the estimator's self-check has compared the fast path with the parent bit for bit once
    in this process (:func:`fast_path_verified`); a mismatch warns once and sends every
    later fit to the parent.
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import functools
 import warnings
 from typing import Any, Iterator
@@ -52,12 +53,14 @@ def sklearn_supported(version: str | None = None) -> bool:
     return SUPPORTED_SKLEARN[0] <= release < SUPPORTED_SKLEARN[1]
 
 
-def plain_inputs(X: Any, y: Any) -> bool:
+def plain_inputs(X: Any, y: Any, target_kinds: str = "iu") -> bool:
     """Is (X, y) an input the parent's validation accepts as it is: X a non-empty 2-D
     array of finite real numbers of at most 64 bits (a wider float may not fit float64),
-    y a 1-D integer array of X's length?"""
+    y a 1-D array of X's length whose dtype kind is in ``target_kinds`` (integers for a
+    classifier; a regressor's float64 targets are ``"f"`` at 8 bytes)?"""
     return (type(X) is np.ndarray and X.ndim == 2 and X.shape[0] > 0 and X.shape[1] > 0
-            and X.dtype.kind in "fiu" and X.dtype.itemsize <= 8 and type(y) is np.ndarray and y.ndim == 1 and y.dtype.kind in "iu"
+            and X.dtype.kind in "fiu" and X.dtype.itemsize <= 8 and type(y) is np.ndarray and y.ndim == 1
+            and y.dtype.kind in target_kinds and y.dtype.itemsize <= 8
             and y.shape[0] == X.shape[0] and bool(np.isfinite(X).all()))
 
 
@@ -80,6 +83,22 @@ def fast_path_verified(estimator_class: type) -> bool:
         warnings.warn(f"{estimator_class.__name__}: {why} from {parent} on scikit-learn {sklearn.__version__}; "
                       f"every fit runs {parent}", FastPathFallbackWarning, stacklevel=2)
     return agrees
+
+
+@functools.lru_cache(maxsize=64)
+def _seed_of_int(random_state: int) -> int:
+    return int(np.random.RandomState(random_state).randint(np.iinfo("i").max))
+
+
+def native_seed(random_state: Any) -> int:
+    """The seed ``SVC.fit`` and ``_fit_liblinear`` draw for libsvm and liblinear:
+    ``check_random_state(random_state).randint(np.iinfo("i").max)``, fixed (and cached)
+    for an int; for None (numpy's global generator) or a RandomState, the same draw from it."""
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        return _seed_of_int(int(random_state))
+    from sklearn.utils import check_random_state
+
+    return check_random_state(random_state).randint(np.iinfo("i").max)
 
 
 _RAN: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("fast_paths_ran", default=None)
@@ -106,12 +125,18 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 _VALIDATED: set[tuple] = set()  # (class, typed parameter values) that passed the parent's validation here
 
 
+def _atomic(value: Any) -> bool:
+    """Does ``copy.deepcopy`` return ``value`` itself (a plain scalar, or a tuple of them)?"""
+    return type(value) in _SCALARS or (type(value) is tuple and all(type(v) in _SCALARS for v in value))
+
+
 class FastPathMixin:
     """The fit of a fast estimator (``class Fast(FastPathMixin, Parent)``); a subclass names its
     route in ``fast_path_name`` and provides ``_fast_options`` (the parameters and inputs its
     fast path reproduces, beyond plain_inputs), ``_fast_fit`` and ``_agrees_with_parent``."""
 
     fast_path_name: str
+    _target_kinds = "iu"  # the dtype kinds of a plain target (plain_inputs): class labels
 
     def _validate_params_once(self) -> None:
         """The parent's parameter validation, rerun only when a parameter's value changed.
@@ -135,6 +160,19 @@ class FastPathMixin:
         if key is not None and len(_VALIDATED) < 4096:
             _VALIDATED.add(key)
 
+    def __deepcopy__(self, memo: dict) -> Any:
+        """What ``copy.deepcopy`` gives (a new instance, every attribute a deep copy, shared
+        objects shared in the copy), without the pickling protocol it goes through (state,
+        reduce, ``__setstate__``): ALiPy's EER deep-copies its fitted model twice per candidate
+        and round, about 11,000 times a sonar trial. A plain scalar attribute is immutable,
+        so the copy keeps it, as ``deepcopy`` does."""
+        cls = type(self)
+        twin = cls.__new__(cls)
+        memo[id(self)] = twin
+        twin.__dict__.update({name: value if _atomic(value) else copy.deepcopy(value, memo)
+                              for name, value in self.__dict__.items()})
+        return twin
+
     def _fast_path_verified(self) -> bool:
         return fast_path_verified(type(self))
 
@@ -146,7 +184,7 @@ class FastPathMixin:
             ran.add(self.fast_path_)
 
     def fit(self, X, y, sample_weight=None):
-        fast = plain_inputs(X, y) and self._fast_options(X, y, sample_weight)
+        fast = plain_inputs(X, y, self._target_kinds) and self._fast_options(X, y, sample_weight)
         if fast:
             self._validate_params_once()
             fast = self._fast_path_verified()

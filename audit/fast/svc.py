@@ -17,23 +17,15 @@ takes the lean path only for at least two classes, no ``sample_weight``,
 """
 from __future__ import annotations
 
-import functools
 import warnings
 
 import numpy as np
 from sklearn.svm import SVC
 from sklearn.svm._base import LIBSVM_IMPL
-from sklearn.utils import check_random_state
 
-from audit.fast.policy import FastPathMixin
+from audit.fast.policy import FastPathMixin, native_seed
 
 _KERNELS = ("linear", "poly", "rbf", "sigmoid")
-
-
-@functools.lru_cache(maxsize=64)
-def _seed_for(random_state: int) -> int:
-    """The libsvm seed SVC.fit draws from ``check_random_state(random_state)``: fixed for an int."""
-    return int(np.random.RandomState(random_state).randint(np.iinfo("i").max))
 
 
 def libsvm_gamma(gamma: str | float, X: np.ndarray) -> float:
@@ -65,10 +57,7 @@ class LeanSVC(FastPathMixin, SVC):
 
     def _lean_fit(self, X: np.ndarray, classes: np.ndarray, codes: np.ndarray) -> None:
         """The steps of SVC.fit for this case, in its order, with its private helpers."""
-        if isinstance(self.random_state, (int, np.integer)) and not isinstance(self.random_state, bool):
-            seed = _seed_for(int(self.random_state))
-        else:  # None (numpy's global generator) or a RandomState: the same draw from it
-            seed = check_random_state(self.random_state).randint(np.iinfo("i").max)
+        seed = native_seed(self.random_state)
         self._sparse = False
         self.n_features_in_ = X.shape[1]
         self.__dict__.pop("feature_names_in_", None)  # an array has none, as validate_data resets it
