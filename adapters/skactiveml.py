@@ -212,8 +212,14 @@ class EmbeddedTypiClust(SkactivemlStrategy):
     skactiveml_class = "TypiClust"
     param_defaults = {"k": 20}
     model_use = "fitted"
+    # scikit-activeml 1.0.1's TypiClust can name one row twice in a batch (seen in the
+    # conformance check's batch of 3): it queries one row at a time here, so CDALBench's
+    # query size 5 (Table 9) is refused for it before any trial instead of run wrong.
+    batch = False
 
     def _select(self, X, y, model, batch_size, candidates, rng):
+        if batch_size != 1:
+            raise StrategyError("TypiClust here queries one row at a time (see the class)")
         qs = _pool.TypiClust(k=int(self.params["k"]), missing_label=MISSING, random_state=self._seed(rng))
         return qs.query(_embedding(model, np.asarray(X, dtype=float)), np.asarray(y, dtype=np.int64),
                         candidates=np.asarray(candidates, dtype=np.int64), batch_size=batch_size)
