@@ -37,7 +37,7 @@ PARAM_CASES: dict[str, list[dict]] = {
                      "arms": [{"strategy": "uncertainty", "model": {"name": "lr", "params": {"C": 1.0}}}]}],
     "libact.dwus": [{"n_clusters": 3, "sigma": 0.5, "max_iter": 50, "tol": 1e-3, "C": 0.5,
                      "kmeans_param": {"n_init": 1}}],
-    "libact.vr": [{"optimality": "determinant", "n_jobs": 2}],
+    "libact.vr": [{"optimality": "determinant", "n_jobs": 2, "sigma": 0.1}],
     "native.vr": [{"sigma": 0.1, "n_jobs": 2}],
     "alipy.bmdr": [{"beta": 100.0, "gamma": 0.5, "rho": 0.5, "kernel": "poly", "gamma_ker": 0.5, "degree": 2,
                     "coef0": 0.5, "keep_batch_constraint": True}],
@@ -55,6 +55,8 @@ PARAM_CASES: dict[str, list[dict]] = {
     "skactiveml.eer": [{"method": "log_loss"}],
     "skactiveml.quire": [{"lmbda": 0.5, "metric": "laplacian", "metric_dict": {"gamma": 0.5}}],
     "skactiveml.coreset": [{"metric": "minkowski", "metric_dict": {"p": 1}}],
+    "skactiveml.coreset-embedded": [{"metric": "cityblock"}],
+    "skactiveml.typiclust-embedded": [{"k": 5}],
     "oracle.bso": [{"beam_width": 2}],
     "oracle.greedy": [{"tau": 5}],
 }

@@ -101,28 +101,3 @@ def test_parameters_validated_once_per_process_are_not_validated_again_and_bad_o
         LeanForest(n_estimators=0).fit(X, y)  # still raises the second time
 
 
-@pytest.mark.parametrize("model", [LeanLR(solver="liblinear"), LeanSVC(gamma="auto"), LeanForest(n_estimators=3),
-                                   LeanForestRegressor(n_estimators=3)], ids=lambda m: type(m).__name__)
-def test_a_deep_copy_of_a_fitted_fast_estimator_is_what_deepcopys_protocol_gives(model, monkeypatch):
-    import copy
-
-    from audit.fast.policy import FastPathMixin
-
-    X = np.random.default_rng(2).normal(size=(30, 4))
-    y = np.arange(30) % 2
-    model.fit(X, y if not isinstance(model, LeanForestRegressor) else X[:, 0])
-    shared = next(name for name, value in vars(model).items() if isinstance(value, (np.ndarray, list)))
-    model.shared_ = getattr(model, shared)  # one object under two names: one object in the copy too
-    twin = copy.deepcopy(model)
-    monkeypatch.delattr(FastPathMixin, "__deepcopy__")
-    reference = copy.deepcopy(model)
-    assert type(twin) is type(reference) and twin.__dict__.keys() == reference.__dict__.keys()
-    for name, value in reference.__dict__.items():
-        if isinstance(value, (np.ndarray, list)):
-            assert twin.__dict__[name] is not model.__dict__[name]  # copied, not shared with the original
-        if isinstance(value, np.ndarray):
-            assert np.array_equal(twin.__dict__[name], value) and twin.__dict__[name].dtype == value.dtype
-        elif not isinstance(value, list):
-            assert type(twin.__dict__[name]) is type(value)
-    assert twin.shared_ is getattr(twin, shared)
-    assert np.array_equal(twin.predict(X), reference.predict(X))

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import copy
 import functools
 import warnings
 from typing import Any, Iterator
@@ -125,11 +124,6 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 _VALIDATED: set[tuple] = set()  # (class, typed parameter values) that passed the parent's validation here
 
 
-def _atomic(value: Any) -> bool:
-    """Does ``copy.deepcopy`` return ``value`` itself (a plain scalar, or a tuple of them)?"""
-    return type(value) in _SCALARS or (type(value) is tuple and all(type(v) in _SCALARS for v in value))
-
-
 class FastPathMixin:
     """The fit of a fast estimator (``class Fast(FastPathMixin, Parent)``); a subclass names its
     route in ``fast_path_name`` and provides ``_fast_options`` (the parameters and inputs its
@@ -159,19 +153,6 @@ class FastPathMixin:
         self._validated_params = values
         if key is not None and len(_VALIDATED) < 4096:
             _VALIDATED.add(key)
-
-    def __deepcopy__(self, memo: dict) -> Any:
-        """What ``copy.deepcopy`` gives (a new instance, every attribute a deep copy, shared
-        objects shared in the copy), without the pickling protocol it goes through (state,
-        reduce, ``__setstate__``): ALiPy's EER deep-copies its fitted model twice per candidate
-        and round, about 11,000 times a sonar trial. A plain scalar attribute is immutable,
-        so the copy keeps it, as ``deepcopy`` does."""
-        cls = type(self)
-        twin = cls.__new__(cls)
-        memo[id(self)] = twin
-        twin.__dict__.update({name: value if _atomic(value) else copy.deepcopy(value, memo)
-                              for name, value in self.__dict__.items()})
-        return twin
 
     def _fast_path_verified(self) -> bool:
         return fast_path_verified(type(self))
