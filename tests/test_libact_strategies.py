@@ -75,7 +75,7 @@ def test_qbc_committee_is_the_one_lu2023_used():
     students = strategy._strategy.students
     estimators = [s._model for s in students]
     assert [type(e).__name__ for e in estimators] == [
-        "LogisticRegression", "LeanSVC", "LeanSVC", "LinearDiscriminantAnalysis",  # LeanSVC: SVC bit for bit
+        "LeanLR", "LeanSVC", "LeanSVC", "LinearDiscriminantAnalysis",  # LeanLR, LeanSVC: LR and SVC bit for bit
     ]
     assert estimators[0].C == 1.0
     assert (estimators[1].kernel, estimators[1].probability) == ("linear", True)
