@@ -101,11 +101,9 @@ BUILDERS: dict[str, Callable[..., ClassifierMixin]] = {
     "torch-linear": _torch,  # hidden = (): a linear softmax layer
     "torch-mlp": _torch,  # hidden = (24, 12), ...
 }
+_PYTORCH = ("torch", "PyTorch: `uv sync --extra deep` (or `uv run --extra deep audit ...`)")
 # What a builder needs beyond the base install: builder -> (module, how to install it)
-REQUIRES: dict[str, tuple[str, str]] = {
-    "torch-linear": ("torch", "PyTorch: `uv sync --extra deep` (or `uv run --extra deep audit ...`)"),
-    "torch-mlp": ("torch", "PyTorch: `uv sync --extra deep` (or `uv run --extra deep audit ...`)"),
-}
+REQUIRES: dict[str, tuple[str, str]] = {"torch-linear": _PYTORCH, "torch-mlp": _PYTORCH}
 
 
 QUERY_MODEL_DEFAULTS = ("current", "sklearn-0.19")
