@@ -15,6 +15,7 @@ from audit.fast.grid import LeanGridLR
 from audit.fast.linear import LeanLR
 from audit.fast.policy import (
     LIBRARY,
+    FastPathMixin,
     fast_path_verified,
     provenance,
     recording,
@@ -86,14 +87,14 @@ def test_parameters_validated_once_per_process_are_not_validated_again_and_bad_o
     y = np.arange(30) % 2
     LeanSVC(C=0.75, gamma="auto").fit(X, y)
     calls = []
-    original = SVC._validate_params
-    monkeypatch.setattr(SVC, "_validate_params", lambda self: calls.append(1) or original(self))
+    original = FastPathMixin._validate_params
+    monkeypatch.setattr(FastPathMixin, "_validate_params", lambda self: calls.append(1) or original(self))
     LeanSVC(C=0.75, gamma="auto").fit(X, y)  # a fresh estimator, the same values: not validated again
     assert calls == []
     LeanSVC(C=0.76, gamma="auto").fit(X, y)  # new values: validated
     assert calls == [1]
     for bad in ({"C": -0.75}, {"C": "0.75"}, {"gamma": "autox"}):
-        with pytest.raises(InvalidParameterError):
+        with pytest.raises(InvalidParameterError, match=r"parameter of SVC must"):  # the user's estimator, not LeanSVC
             LeanSVC(**{"C": 0.75, "gamma": "auto", **bad}).fit(X, y)
     with pytest.raises(InvalidParameterError):
         LeanForest(n_estimators=0).fit(X, y)

@@ -32,6 +32,7 @@ from typing import Any, Iterator
 
 import numpy as np
 import sklearn
+from sklearn.utils._param_validation import validate_parameter_constraints
 
 # scikit-learn releases (major, minor) the fast paths mirror: from the first, up to but not including the second.
 SUPPORTED_SKLEARN = ((1, 9), (1, 10))
@@ -131,6 +132,13 @@ class FastPathMixin:
 
     fast_path_name: str
     _target_kinds = "iu"  # the dtype kinds of a plain target (plain_inputs): class labels
+
+    def _validate_params(self) -> None:
+        """scikit-learn's parameter check, naming the scikit-learn estimator the user asked for
+        (``LogisticRegression``), not the private fast class that stands in for it."""
+        public = next(c for c in type(self).__mro__ if c.__module__.startswith("sklearn."))
+        validate_parameter_constraints(self._parameter_constraints, self.get_params(deep=False),
+                                       caller_name=public.__name__)
 
     def _validate_params_once(self) -> None:
         """The parent's parameter validation, rerun only when a parameter's value changed.
