@@ -35,9 +35,10 @@ Library quirks handled here (ALiPy's files are never edited):
   every quadratic form ALiPy builds goes through :func:`psd_fixed` (symmetrise, add
   1e-15 to the diagonal, ``cvxpy.psd_wrap``) and is solved by OSQP. This is done by
   handing ALiPy's ``select`` a stand-in for the cvxpy module (the ALiPy object's own
-  ``_cvxpy`` attribute). BMDR's ``select`` runs as a copy of ALiPy's function whose ``np``
-  global reuses a repeated pseudo-inverse (:class:`_RepeatPinvNumpy`); ALiPy's module
-  keeps its own ``np``.
+  ``_cvxpy`` attribute), whose ``solve`` hands OSQP the data cvxpy would, without
+  cvxpy's reduction chain (:mod:`adapters.alipy_qp`, self-checked). BMDR's ``select``
+  runs as a copy of ALiPy's function whose ``np`` global reuses a repeated
+  pseudo-inverse (:class:`_RepeatPinvNumpy`); ALiPy's module keeps its own ``np``.
 - BMDR/SPAL: ALiPy keeps the batch constraint ``sum(x) == b`` only when
   ``type(prob.solve(...)) == float``; cvxpy returns ``numpy.float64``, so the check
   always fails and ALiPy re-solves the relaxed QP (box constraints only) and uses that.
@@ -64,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from adapters import alipy_qp
 from adapters.base import MISSING, QueryStrategy
 from audit.errors import StrategyError
 
@@ -145,9 +147,10 @@ def psd_fixed(P: np.ndarray, eps: float = PSD_EPS) -> Any:
 class _FixedQP:
     """Stands in for the cvxpy module inside ALiPy's BMDR/SPAL ``select``.
 
-    Everything is cvxpy's except ``quad_form`` (matrix repaired by :func:`psd_fixed`) and,
-    with ``float_result``, ``Problem.solve`` returning a Python float as ALiPy's
-    ``type(result) == float`` check expects.
+    Everything is cvxpy's except ``quad_form`` (matrix repaired by :func:`psd_fixed`) and
+    ``Problem.solve``: through :mod:`adapters.alipy_qp`'s lean route when it applies (the
+    same solution bit for bit) and, with ``float_result``, returning a Python float as
+    ALiPy's ``type(result) == float`` check expects.
     """
 
     def __init__(self, float_result: bool):
@@ -169,7 +172,7 @@ class _FixedQP:
 
         def quiet_solve(*a: Any, **kw: Any) -> Any:
             with _quiet_c_stdout():
-                result = solve(*a, **kw)
+                result = alipy_qp.solve(problem, solve, *a, **kw)
             if float_result and isinstance(result, (float, np.floating)):
                 return float(result)
             return result

@@ -215,13 +215,17 @@ def main() -> None:
     parser.add_argument("--csv", type=Path, help="also write the measured cells here (a new file)")
     parser.add_argument("--store", type=Path, help="take the cells this results store holds from its trials "
                         "(wall seconds) and measure only the others of --datasets")
-    parser.add_argument("--off", default="", help="comma-separated fast paths to turn off, e.g. lean-grid-lr")
+    parser.add_argument("--off", default="", help="comma-separated fast paths to turn off, e.g. lean-grid-lr,lean-qp")
     args = parser.parse_args()
     if args.off:
         from audit.fast.policy import FastPathMixin, fast_path_verified
 
         off = set(args.off.split(","))
         FastPathMixin._fast_path_verified = lambda self: self.fast_path_name not in off and fast_path_verified(type(self))
+        if "lean-qp" in off:  # ALiPy BMDR/SPAL's QPs (not an estimator)
+            from adapters import alipy_qp
+
+            alipy_qp.lean_qp_verified = lambda: False
     if args.csv is not None and args.csv.exists():
         parser.error(f"{args.csv} exists; give a new file")
 

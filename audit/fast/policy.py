@@ -116,6 +116,13 @@ def recording(ran: set[str] | None = None) -> Iterator[set[str]]:
         _RAN.reset(token)
 
 
+def record_route(route: str) -> None:
+    """Add ``route`` (a fast path's name or LIBRARY) to the recording trial's set, if any."""
+    ran = _RAN.get()
+    if ran is not None:
+        ran.add(route)
+
+
 def provenance(ran: set[str]) -> str:
     """A trial's flag: the routes that ran, joined by "+"; LIBRARY when no fast path ran."""
     return "+".join(sorted(ran)) or LIBRARY  # "library" sorts after every "lean-..." name
@@ -168,9 +175,7 @@ class FastPathMixin:
     def _record_path(self, fast: bool) -> None:
         """Say which route this fit took: ``fast_path_`` and the recording trial's set."""
         self.fast_path_ = self.fast_path_name if fast else LIBRARY
-        ran = _RAN.get()
-        if ran is not None:
-            ran.add(self.fast_path_)
+        record_route(self.fast_path_)
 
     def fit(self, X, y, sample_weight=None):
         fast = plain_inputs(X, y, self._target_kinds) and self._fast_options(X, y, sample_weight)
