@@ -53,7 +53,7 @@ from cvxpy.interface import DEFAULT_INTF
 from cvxpy.reductions.solution import Solution
 from cvxpy.reductions.solvers.qp_solvers.osqp_qpif import OSQP
 
-from audit.fast.policy import LIBRARY, FastPathFallbackWarning, record_route
+from audit.fast.policy import LIBRARY, FastPathFallbackWarning, record_route, release_in
 
 LEAN_QP = "lean-qp"
 """The route's name in a trial's ``fast_path``."""
@@ -77,12 +77,7 @@ class BoxQP:
 
 def cvxpy_supported(version: str | None = None) -> bool:
     """Is ``version`` (default: the installed cvxpy's) in SUPPORTED_CVXPY?"""
-    parts = (cp.__version__ if version is None else version).split(".")
-    try:
-        release = (int(parts[0]), int(parts[1]))
-    except (IndexError, ValueError):
-        return False
-    return SUPPORTED_CVXPY[0] <= release < SUPPORTED_CVXPY[1]
+    return release_in(cp.__version__ if version is None else version, SUPPORTED_CVXPY)
 
 
 def _constant(expr: Any, shape: tuple[int, ...]) -> np.ndarray | None:

@@ -43,14 +43,19 @@ class FastPathFallbackWarning(UserWarning):
     """A fast path disagreed with its scikit-learn parent in this process: every fit is the parent's."""
 
 
-def sklearn_supported(version: str | None = None) -> bool:
-    """Is ``version`` (default: the installed scikit-learn's) in SUPPORTED_SKLEARN?"""
-    parts = (sklearn.__version__ if version is None else version).split(".")
+def release_in(version: str, supported: tuple[tuple[int, int], tuple[int, int]]) -> bool:
+    """Is ``version``'s (major, minor) in ``supported``: from the first, up to not including the second?"""
+    parts = version.split(".")
     try:
         release = (int(parts[0]), int(parts[1]))
     except (IndexError, ValueError):
         return False
-    return SUPPORTED_SKLEARN[0] <= release < SUPPORTED_SKLEARN[1]
+    return supported[0] <= release < supported[1]
+
+
+def sklearn_supported(version: str | None = None) -> bool:
+    """Is ``version`` (default: the installed scikit-learn's) in SUPPORTED_SKLEARN?"""
+    return release_in(sklearn.__version__ if version is None else version, SUPPORTED_SKLEARN)
 
 
 def plain_inputs(X: Any, y: Any, target_kinds: str = "iu") -> bool:
