@@ -59,7 +59,8 @@ LEAN_QP = "lean-qp"
 """The route's name in a trial's ``fast_path``."""
 
 SUPPORTED_CVXPY = ((1, 9), (1, 10))
-"""cvxpy releases (major, minor) whose OSQP problem data the route mirrors: from the first, up to not including the second."""
+"""cvxpy releases (major, minor) whose OSQP problem data the route mirrors: from the
+first, up to not including the second."""
 
 _SAFE_MAGNITUDE = (2.0 ** -960, 2.0 ** 960)  # non-zeros inside this range scale by 2 and 0.5 exactly
 
