@@ -26,10 +26,25 @@ def test_protocol_states_the_papers_settings(cdalbench):
     assert cdalbench.batch_size == 1 and cdalbench.trials.for_size(600) == (50, 50)
     assert (cdalbench.split.initial_labels, cdalbench.split.initial_rule) == (1, "per-class")
     assert cdalbench.validation_ratio == 0.2 and cdalbench.sd_ddof == 0
-    assert cdalbench.aubc_variant == "cdalbench"
+    assert cdalbench.aubc_variant == "cdalbench_code"  # the released logger and table script (B + 1 values)
     assert cdalbench.seeds == {"data": "trial", "split": "trial", "initial": "trial", "model": "trial", "strategy": 1}
-    assert cdalbench.for_dataset("threeclust").task_model.name == "torch-linear"
-    assert cdalbench.for_dataset("divergingsin").task_model.params["hidden"] == [24, 2]
+
+
+
+def test_synthetic_classifiers_train_as_the_released_code_did(cdalbench):
+    # the released configs' MLP [12, 16] and [24, 2], as DenseModel builds them (its first hidden
+    # size twice); from_scratch reloads an uncopied state_dict, so training continues, with
+    # patience 50, 100 epochs (50 on the seed set) and drop_last once there is more than a batch
+    threeclust, divergingsin = (cdalbench.for_dataset(name).task_model for name in ("threeclust", "divergingsin"))
+    assert (threeclust.name, threeclust.params["hidden"]) == ("torch-mlp", [12, 12, 16])
+    assert (divergingsin.name, divergingsin.params["hidden"]) == ("torch-mlp", [24, 24, 2])
+    for spec in (threeclust, divergingsin):
+        assert {k: spec.params[k] for k in ("warm_start", "patience", "max_epochs", "first_max_epochs", "drop_last",
+                                            "batch_size", "lr", "optimizer")} == {
+            "warm_start": True, "patience": 50, "max_epochs": 100, "first_max_epochs": 50, "drop_last": True,
+            "batch_size": 32, "lr": 1e-3, "optimizer": "nadam"}
+    assert cdalbench.paper_vs_code["aubc.variant"]["followed"] == "code"
+    assert cdalbench.paper_vs_code["task_model_by_dataset.divergingsin.patience"]["code"] == 50
 
 
 def test_later_knobs_keep_the_other_protocols_hashes(cdalbench):
@@ -67,13 +82,13 @@ def test_seed_set_is_the_first_row_of_each_class_in_the_shuffled_train_rows(cdal
 
 
 def test_without_pytorch_reproduce_says_what_to_install_before_any_work(monkeypatch, capsys, tmp_path):
-    monkeypatch.setitem(models.REQUIRES, "torch-linear", ("no_such_module_x", "PyTorch: `uv sync --extra deep`"))
+    monkeypatch.setitem(models.REQUIRES, "torch-mlp", ("no_such_module_x", "PyTorch: `uv sync --extra deep`"))
     store = tmp_path / "store.sqlite"
     code = main(["reproduce", "cdalbench", "--dataset", "threeclust", "--store", str(store),
                  "--out", str(tmp_path / "out"), "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
-    assert err[0] == ("audit: error: protocol 'cdalbench': model 'torch-linear' needs PyTorch: "
+    assert err[0] == ("audit: error: protocol 'cdalbench': model 'torch-mlp' needs PyTorch: "
                       "`uv sync --extra deep`")
     assert not store.exists() and not (tmp_path / "out").exists()
 
@@ -128,3 +143,26 @@ def test_warm_start_fine_tunes_and_cold_start_restarts_from_the_same_weights():
     assert not np.allclose(w1, w2)  # continued from the first fit's weights
     fresh = models.ModelSpec("torch-linear", {"max_epochs": 2}).build(0).fit(X[:20], y[:20])
     assert np.allclose(fresh.predict_proba(X_test), first)
+
+
+def test_first_fit_runs_its_own_number_of_epochs():
+    # the released code fits the seed set for 50 epochs and every later round for up to 100
+    X, y, _, _ = _xy()
+    model = models.ModelSpec("torch-linear", {"max_epochs": 7, "first_max_epochs": 3, "warm_start": True}).build(0)
+    assert model.fit(X[:20], y[:20]).epochs_ == 3
+    assert model.fit(X[:21], y[:21]).epochs_ == 7
+    cold = models.ModelSpec("torch-linear", {"max_epochs": 7, "first_max_epochs": 3}).build(0)
+    assert cold.fit(X[:20], y[:20]).epochs_ == 3 and cold.fit(X[:20], y[:20]).epochs_ == 7
+
+
+@pytest.mark.parametrize("drop_last, rows, steps", [(False, 70, 3), (True, 70, 2), (True, 64, 2), (True, 20, 1)])
+def test_drop_last_keeps_whole_batches_once_there_is_more_than_one(drop_last, rows, steps):
+    # the released DataLoader: drop_last = batch_size < len(x_labeled)
+    X, y, _, _ = _xy()
+    model = models.ModelSpec("torch-linear", {"max_epochs": 1, "batch_size": 32, "drop_last": drop_last}).build(0)
+    model.fit(X[:20], y[:20])  # builds the network and its optimizer
+    model.set_params(warm_start=True)
+    calls = []
+    model.optimizer_.register_step_post_hook(lambda *args: calls.append(1))
+    model.fit(X[:rows], y[:rows])
+    assert len(calls) == steps

@@ -187,6 +187,8 @@ N_LABELED = [20, 21, 22, 23]  # batch 1, quota 3
 # alpbench: raw area with x = 20..23: 0.55 + 0.70 + 0.85 = 2.1 (not divided)
 # cdalbench (eq. 1, Alg. 1): the 3 models trained before each acquisition, mean(0.5, 0.6, 0.8)
 #   = 1.9 / 3 = 0.633333..; the 0.9 after the last label is never scored
+# cdalbench_code (the released logger and table script): all 4 logged accuracies,
+#   (0.5 + 0.6 + 0.8 + 0.9) / 4 = 2.8 / 4 = 0.7
 EXPECTED = {
     "trapezoid": 2.1 / 3,
     "zhan2021_code": 0.7,
@@ -194,6 +196,7 @@ EXPECTED = {
     "lu2023_later": 0.3875,
     "alpbench": 2.1,
     "cdalbench": 1.9 / 3,
+    "cdalbench_code": 0.7,
 }
 
 
@@ -257,6 +260,7 @@ def test_rounding_rounds_up_as_well_as_down():
 # lu2023_later: 1.5 / 5 = 0.3
 # alpbench: x = [20, 22, 24]: raw 2.7
 # cdalbench: the 2 rounds' models before acquisition, mean(0.5, 0.7) = 0.6
+# cdalbench_code: all 3 logged accuracies, mean(0.5, 0.7, 0.8) = 2.0 / 3
 BATCH2 = ([0.5, 0.7, 0.8], [20, 22, 24])
 BATCH2_EXPECTED = {
     "trapezoid": 0.675,
@@ -265,6 +269,7 @@ BATCH2_EXPECTED = {
     "lu2023_later": 0.3,
     "alpbench": 2.7,
     "cdalbench": 0.6,
+    "cdalbench_code": 2.0 / 3,
 }
 
 
@@ -293,7 +298,8 @@ def test_alpbench_area_does_not_depend_on_initial_size_but_scales_with_x():
 def test_constant_curve(name):
     v = get_variant(name)([0.8] * 5, [20, 21, 22, 23, 24])
     expected = {"trapezoid": 0.8, "zhan2021_code": 0.8, "lu2023_code": 3 * 0.8 / 4,
-                "lu2023_later": 3 * 0.8 / 5, "alpbench": 4 * 0.8, "cdalbench": 0.8}[name]
+                "lu2023_later": 3 * 0.8 / 5, "alpbench": 4 * 0.8, "cdalbench": 0.8,
+                "cdalbench_code": 0.8}[name]
     assert v == pytest.approx(expected)
 
 
@@ -326,3 +332,12 @@ def test_cdalbench_eq1_never_scores_the_last_label():
     assert variant([0.5, 0.6, 0.8, 0.9], N_LABELED) == pytest.approx(1.9 / 3, abs=1e-15)
     assert variant([0.5, 0.6, 0.8, 0.1], N_LABELED) == variant([0.5, 0.6, 0.8, 1.0], N_LABELED)
     assert variant([0.5, 0.6, 0.8, 0.9], N_LABELED) != variant([0.4, 0.6, 0.8, 0.9], N_LABELED)
+
+
+def test_cdalbench_code_averages_every_logged_accuracy():
+    # the released logger keeps the initial model's test accuracy and one per query (B + 1 values)
+    # and the table script divides their sum by their count: the last label counts, unlike eq. 1
+    code, paper = get_variant("cdalbench_code"), get_variant("cdalbench")
+    assert code([0.5, 0.6, 0.8, 0.9], N_LABELED) == pytest.approx(np.mean([0.5, 0.6, 0.8, 0.9]), abs=1e-15)
+    assert code([0.5, 0.6, 0.8, 0.1], N_LABELED) != code([0.5, 0.6, 0.8, 1.0], N_LABELED)
+    assert code([0.5, 0.6, 0.8, 0.9], N_LABELED) > paper([0.5, 0.6, 0.8, 0.9], N_LABELED)

@@ -42,7 +42,7 @@ def test_values_in_range_and_consistent():
     for ref in load_references(metric=None):
         assert ref.mean is None or 0 <= ref.mean_fraction <= 1
         assert ref.sd is None or ref.sd >= 0
-        assert ref.aubc_variant == ("cdalbench" if ref.paper == "cdalbench2024" else f"{ref.paper}_code")
+        assert ref.aubc_variant == ("cdalbench_code" if ref.paper == "cdalbench2024" else f"{ref.paper}_code")
         assert ref.scale == ("fraction" if ref.table in {"Table 5", "Table 6", "Table 7", "repository summary"}
                              or ref.paper == "cdalbench2024" else "percent")
         assert ref.mean is not None or "printed as" in ref.note
@@ -180,7 +180,7 @@ def test_transcription_reproduces_the_csv_files(tmp_path):
 def test_cdalbench_cells_match_the_paper(table, dataset, strategy, batch_size, mean, sd, wins):
     ref = cell(table, "cdalbench2024", dataset, strategy, batch_size=batch_size)
     assert (ref.mean, ref.sd, ref.n, ref.batch_size, ref.scale, ref.aubc_variant) == \
-        (mean, sd, 50, batch_size, "fraction", "cdalbench")
+        (mean, sd, 50, batch_size, "fraction", "cdalbench_code")
     assert ("Wins not printed" if wins is None else f"Wins: {wins}") in ref.note
 
 

@@ -117,6 +117,10 @@ AUBC_VARIANTS: dict[str, AubcVariant] = {
                     "CDALBench eq. 1 with Alg. 1: mean of the B accuracies before each acquisition "
                     "(initial model included, the model after the last label never scored)",
                     include_last=False),
+        AubcVariant("cdalbench_code", True, "mean", "none", "queried", None,
+                    "CDALBench released code: mean of the B + 1 logged test accuracies (the initial "
+                    "model and the model after every query, the last included; core/logging.py and "
+                    "results/generate_result_tables.py)"),
     )
 }
 

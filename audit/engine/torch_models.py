@@ -15,6 +15,12 @@ from the same initial weights, drawn once from ``random_state`` (s_theta). The m
 order comes from its own generator, seeded by ``loader_seed`` (the released code fixes its
 data-loader seed to 1). Everything runs on the CPU with one thread, so a fit is
 deterministic. PyTorch is the optional extra ``deep`` (``uv sync --extra deep``).
+
+Two details of the released training loop (``core/environment.py``, ``_fit_classifier``) are
+parameters: ``first_max_epochs``, the epochs of the very first fit on the seed set (the code's
+default of 50 there, against 100 in later rounds), and ``drop_last``, which drops the last
+incomplete mini-batch once the labeled set is larger than one batch (the code's
+``drop_last = batch_size < len(x_labeled)``).
 """
 from __future__ import annotations
 
@@ -33,7 +39,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, hidden: tuple[int, ...] | list[int] = (), lr: float = 1e-3, weight_decay: float = 0.0,
                  optimizer: str = "nadam", batch_size: int = 32, max_epochs: int = 100, patience: int = 0,
-                 warm_start: bool = False, random_state: int | None = None, loader_seed: int = 1):
+                 warm_start: bool = False, random_state: int | None = None, loader_seed: int = 1,
+                 first_max_epochs: int | None = None, drop_last: bool = False):
         self.hidden = hidden
         self.lr = lr
         self.weight_decay = weight_decay
@@ -44,6 +51,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self.warm_start = warm_start
         self.random_state = random_state
         self.loader_seed = loader_seed
+        self.first_max_epochs = first_max_epochs
+        self.drop_last = drop_last
 
     def _build(self, n_features: int, n_classes: int) -> None:
         """The network and its initial weights (from random_state, without touching torch's global RNG)."""
@@ -71,6 +80,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         loss, without it runs ``max_epochs`` epochs."""
         torch.set_num_threads(1)  # one thread: the same floating-point path in every worker
         X_t = _tensor(X)
+        epochs = int(self.max_epochs if self.first_max_epochs is None or hasattr(self, "network_")
+                     else self.first_max_epochs)
         if not (self.warm_start and hasattr(self, "network_")):
             self.classes_ = np.unique(y)
             if hasattr(self, "network_"):  # from scratch: the fixed initial weights ŷ(0)
@@ -84,11 +95,14 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         loss_fn = torch.nn.CrossEntropyLoss()
         best, waited = float("inf"), 0
         self.epochs_ = 0
-        for _ in range(int(self.max_epochs)):
+        size = int(self.batch_size)
+        # drop_last: only whole batches once there is more than one batch's worth of rows
+        stop = len(y_t) - len(y_t) % size if self.drop_last and len(y_t) > size else len(y_t)
+        for _ in range(epochs):
             self.network_.train()
             order = torch.randperm(len(y_t), generator=self.loader_)
-            for start in range(0, len(order), int(self.batch_size)):
-                rows = order[start:start + int(self.batch_size)]
+            for start in range(0, stop, size):
+                rows = order[start:start + size]
                 self.optimizer_.zero_grad()
                 loss_fn(self.network_(X_t[rows]), y_t[rows]).backward()
                 self.optimizer_.step()
