@@ -55,6 +55,8 @@ PARAM_CASES: dict[str, list[dict]] = {
     "skactiveml.eer": [{"method": "log_loss"}],
     "skactiveml.quire": [{"lmbda": 0.5, "metric": "laplacian", "metric_dict": {"gamma": 0.5}}],
     "skactiveml.coreset": [{"metric": "minkowski", "metric_dict": {"p": 1}}],
+    **{f"alpbench.{name}": [{"ensemble_size": 3}] for name in (
+        "max_entropy", "qbc_entropy", "qbc_kl", "bald", "min_margin", "qbc_variance_ratio", "power_bald")},
     "oracle.bso": [{"beam_width": 2}],
     "oracle.greedy": [{"tau": 5}],
 }

@@ -115,10 +115,15 @@ def _check_strategy(args: argparse.Namespace) -> int:
 
 
 def _strategies(args: argparse.Namespace) -> int:
-    from audit.engine.capabilities import format_matrix, format_plugins, matrix
+    from audit.engine.capabilities import format_learners, format_matrix, format_plugins, learner_matrix, matrix
 
-    print(format_matrix(matrix([args.protocol] if args.protocol else None)))
+    protocols = [args.protocol] if args.protocol else None
+    print(format_matrix(matrix(protocols)))
     print()
+    learners = format_learners(learner_matrix(protocols))
+    if learners:
+        print(learners)
+        print()
     print(format_plugins())
     return 0
 

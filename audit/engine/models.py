@@ -20,6 +20,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from audit.errors import AuditError
+from audit.extras import require
 
 
 def _svm(kernel: str) -> Callable[..., ClassifierMixin]:
@@ -78,6 +79,49 @@ def _gbdt(random_state: int | None, **params: Any) -> ClassifierMixin:
     return GradientBoostingClassifier(random_state=random_state, **params)
 
 
+def _xgboost(random_state: int | None, **params: Any) -> ClassifierMixin:
+    """XGBoost's scikit-learn classifier (ALPBench's ``xgb``; the optional extra ``alpbench``)."""
+    require("alpbench", "the model xgboost")
+    import xgboost
+
+    params.setdefault("n_jobs", 1)  # one core per trial: trials run in parallel processes
+    return xgboost.XGBClassifier(random_state=random_state, **params)
+
+
+def _catboost(random_state: int | None, **params: Any) -> ClassifierMixin:
+    """CatBoost's classifier (ALPBench's ``catboost``; the optional extra ``alpbench``). It writes
+    no ``catboost_info/`` training log into the working directory (al-audit writes only its outputs)."""
+    require("alpbench", "the model catboost")
+    import catboost
+
+    params.setdefault("thread_count", 1)
+    params.setdefault("allow_writing_files", False)
+    return catboost.CatBoostClassifier(random_seed=random_state, **params)
+
+
+PRETRAINED_OFFLINE = {
+    "tabpfn": ("tabpfn", "TabPFNClassifier", "TabPFN needs PyTorch and the tabpfn package (ALPBench's own 'full' "
+               "extra), and loads its prior-fitted network's weights, downloaded at run time: not installed, and "
+               "this machine cannot download them"),
+    "tabnet": ("pytorch_tabnet.tab_model", "TabNetClassifier", "TabNet needs PyTorch and pytorch-tabnet (ALPBench's "
+               "own 'full' extra), neither installed here"),
+}
+"""Learners of ALPBench that need PyTorch: (module, class, why they do not run here without it)."""
+
+
+def _pretrained(name: str) -> Callable[..., ClassifierMixin]:
+    module, class_name, reason = PRETRAINED_OFFLINE[name]
+
+    def build(random_state: int | None, **params: Any) -> ClassifierMixin:
+        try:
+            cls = getattr(importlib.import_module(module), class_name)
+        except ImportError:
+            raise AuditError(f"model {name}: {reason}") from None
+        return cls(**params)
+
+    return build
+
+
 BUILDERS: dict[str, Callable[..., ClassifierMixin]] = {
     "svm-rbf": _svm("rbf"),
     "svm-linear": _svm("linear"),
@@ -87,6 +131,10 @@ BUILDERS: dict[str, Callable[..., ClassifierMixin]] = {
     "lda": _lda,
     "knn": _knn,
     "gbdt": _gbdt,
+    "xgboost": _xgboost,
+    "catboost": _catboost,
+    "tabpfn": _pretrained("tabpfn"),
+    "tabnet": _pretrained("tabnet"),
 }
 
 
@@ -195,7 +243,8 @@ class ModelSpec:
         """Build the estimator and check its parameters now, so a bad spec fails before any trial."""
         try:
             model = self.build(0)
-            getattr(model, "_validate_params", lambda: None)()  # scikit-learn's own parameter check
+            if hasattr(model, "_parameter_constraints"):  # scikit-learn's own parameter check (not XGBoost's)
+                model._validate_params()
         except AuditError:
             raise
         except Exception as exc:

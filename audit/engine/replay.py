@@ -16,7 +16,9 @@ import adapters
 from audit.engine.datasets import Dataset, load_dataset
 from audit.engine.executors import run_tasks
 from audit.engine.runner import TrialTask, budget_for
+from audit.engine.preprocess import prepare
 from audit.engine.splits import make_split, plan_seeds
+from audit.extras import require
 from audit.engine.store import ResultStore, fingerprint_details
 from audit.errors import AuditError
 from audit.protocols import Protocol, load_protocol
@@ -109,6 +111,8 @@ def plan_replay(request: ReproduceRequest, log=lambda line: None) -> ReplayPlan:
     if request.trial_timeout is not None and not 0 < request.trial_timeout < math.inf:  # NaN fails too
         raise AuditError(f"--trial-timeout must be a positive finite number, not {request.trial_timeout}")
     protocol = request.protocol if isinstance(request.protocol, Protocol) else load_protocol(request.protocol)
+    for extra in protocol.requires:
+        require(extra, f"protocol {protocol.name}")
     if request.batch_size:
         protocol = dataclasses.replace(protocol, batch_size=request.batch_size)
     data: Dataset = load_dataset(request.dataset, request.data_dir)
@@ -116,11 +120,12 @@ def plan_replay(request: ReproduceRequest, log=lambda line: None) -> ReplayPlan:
     if data.info.task not in protocol.tasks:
         raise AuditError(f"protocol '{protocol.name}' covers {'/'.join(protocol.tasks)} data sets; '{name}' is {data.info.task}")
     strategies, unavailable = choose_strategies(protocol, request.strategies)
-    seeds, skipped = plan_seeds(protocol, data.y, request.trials)
+    y = prepare(protocol.preprocess, data.X, data.y)[1]
+    seeds, skipped = plan_seeds(protocol, y, request.trials)
     if not seeds:
         raise AuditError(f"no valid trial seed for '{name}' under {protocol.name}: {skipped[0][1] if skipped else 'none tried'}")
-    first = make_split(protocol, data.y, seeds[0])
-    budget_for(protocol, first.pool.size)  # an impossible budget fails before any work
+    first = make_split(protocol, y, seeds[0])
+    budget_for(protocol, first.pool.size, int(y.max()) + 1)  # an impossible budget fails before any work
     for seed, why in skipped:
         log(f"skipping trial seed {seed}: {why}")
     return ReplayPlan(protocol, data, strategies, unavailable, seeds, skipped)
@@ -169,8 +174,10 @@ def expected_seconds(plan: ReplayPlan, store: ResultStore) -> dict[str, float]:
     """{strategy: expected seconds per trial} of a plan: the mean of the cell's successful
     trials in the store (any fingerprint), else the implementation's prior on sonar scaled
     by this data set's rounds x train rows. For ordering tasks and estimates, never results."""
-    split = make_split(plan.protocol, plan.data.y, plan.seeds[0])
-    rounds = math.ceil(budget_for(plan.protocol, split.pool.size) / plan.protocol.batch_size)
+    y = prepare(plan.protocol.preprocess, plan.data.X, plan.data.y)[1]
+    n_classes = int(y.max()) + 1
+    split = make_split(plan.protocol, y, plan.seeds[0])
+    rounds = math.ceil(budget_for(plan.protocol, split.pool.size, n_classes) / plan.protocol.batch_for(n_classes))
     scale = rounds * split.train.size / SONAR_ROUND_ROWS
     out = {}
     for sid in plan.strategies:

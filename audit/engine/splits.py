@@ -53,6 +53,8 @@ def make_split(protocol: Protocol, y: np.ndarray, trial_seed: int) -> TrialSplit
     spec: SplitSpec = protocol.split
     if spec.method == "zhan2021-released":
         return _released_split(spec, y, trial_seed)
+    if spec.method == "alpbench":
+        return _alpbench_split(protocol, y, trial_seed)
     n_classes = int(y.max()) + 1
     n = y.size
     rows = np.arange(n)
@@ -77,6 +79,39 @@ def make_split(protocol: Protocol, y: np.ndarray, trial_seed: int) -> TrialSplit
     if spec.pool_order == "file":
         pool = np.sort(pool)
     return TrialSplit(trial_seed, test, labeled.copy(), pool.copy())
+
+
+def _alpbench_split(protocol: Protocol, y: np.ndarray, trial_seed: int) -> TrialSplit | str:
+    """ALPBench 0.1.2's ``create_dataset_split``: scikit-learn's stratified ``train_test_split``
+    of all rows (test share ``test_ratio``, the split seed), then of the train rows into the
+    initial labeled set and the pool (the initial seed); a class missing from the labeled set
+    gets one pool row of it, drawn by ``np.random.seed(initial seed); np.random.choice``, as
+    there. The pool is the other train rows in row order (ALPBench's mask over the rows)."""
+    from sklearn.model_selection import train_test_split
+
+    spec = protocol.split
+    split_seed = subsystem_seed(protocol.seeds["split"], trial_seed, "split")
+    initial_seed = subsystem_seed(protocol.seeds["initial"], trial_seed, "initial")
+    classes = np.unique(y)
+    rows = np.arange(y.size)
+    try:
+        train, test = train_test_split(rows, test_size=spec.test_ratio, random_state=split_seed, stratify=y)
+        n_initial = protocol.initial_for(classes.size)
+        if n_initial >= train.size:
+            return f"{n_initial} initial labels leave no pool in a train split of {train.size}"
+        labeled, unlabeled = train_test_split(train, test_size=1 - n_initial / train.size,
+                                              random_state=initial_seed, stratify=y[train])
+    except ValueError as exc:  # a class too small to stratify
+        return f"the stratified split fails: {str(exc).splitlines()[0]}"
+    if spec.initial_rule == "top-up":
+        for label in classes:
+            if label not in y[labeled]:
+                draw = np.random.RandomState(initial_seed).choice(np.flatnonzero(y[unlabeled] == label))
+                labeled = np.append(labeled, unlabeled[draw])
+    if not _has_classes(y, labeled, int(y.max()) + 1, spec.min_per_class):
+        return f"the initial labels have fewer than {spec.min_per_class} of some class"
+    pool = np.setdiff1d(train, labeled)  # sorted: row order
+    return TrialSplit(trial_seed, np.asarray(test), np.asarray(labeled), pool)
 
 
 RELEASED_SEED = 4666
