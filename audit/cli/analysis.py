@@ -56,7 +56,27 @@ def _compat(args: argparse.Namespace) -> int:
     return 0
 
 
+def _claims(args: argparse.Namespace) -> int:
+    from audit.analysis.claims import evaluate, format_claims
+
+    print(format_claims(evaluate(args.paper, store=args.store, datasets=args.datasets, trials=args.trials,
+                                 jobs=args.jobs, learners=args.learners, strategies=args.strategies)))
+    return 0
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
+    cl = sub.add_parser("claims", help="a paper's claims, each with a verdict (support, contradiction, not testable "
+                                       "here) and the figures behind it")
+    cl.add_argument("paper", help="whose claims (known: alpbench)")
+    cl.add_argument("--datasets", type=csv_list, help="comma-separated data sets (alpbench default: the shared files "
+                                                      "that hold an ALPBench data set)")
+    cl.add_argument("--learners", type=csv_list, help="comma-separated learners of the protocol (default: the study's)")
+    cl.add_argument("--strategies", type=csv_list, help="comma-separated strategies (default: the study's nine)")
+    cl.add_argument("--trials", type=COUNT, help="trials per pipeline (default: the protocol's)")
+    cl.add_argument("--jobs", type=COUNT, default=1, help="parallel worker processes (default 1)")
+    cl.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
+    cl.set_defaults(func=_claims)
+
     cc = sub.add_parser("crosscheck", help="the same strategy through every library that offers it")
     cc.add_argument("--dataset", required=True, help="data set name")
     cc.add_argument("--trials", type=COUNT, default=5, help="trials per implementation (default %(default)s)")
