@@ -19,12 +19,11 @@ so the protocols name scikit-learn classes by class path, not al-audit's lean fa
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from adapters.base import MISSING, QueryStrategy
+from adapters.base import MISSING, QueryStrategy, global_numpy_seed
 from audit.errors import StrategyError
 
 EXTRA = "alpbench"
@@ -37,17 +36,6 @@ except ImportError as exc:  # reported by adapters.unavailable_reason for every 
         f"alpbench is not importable ({exc}); install the optional extra: uv sync --extra {EXTRA} "
         f"(or run with uv run --extra {EXTRA} audit ...)"
     ) from exc
-
-
-@contextmanager
-def _global_rng(seed: int):
-    """numpy's global RNG seeded for one library call, then put back as it was."""
-    saved = np.random.get_state()
-    np.random.seed(seed)
-    try:
-        yield
-    finally:
-        np.random.set_state(saved)
 
 
 class AlpbenchStrategy(QueryStrategy):
@@ -98,7 +86,7 @@ class AlpbenchStrategy(QueryStrategy):
             raise StrategyError(f"alpbench {self.implements} needs at least {self.min_rows} labeled and candidate "
                                 f"rows, got {labeled.size + candidates.size}")
         seed = int((rng if rng is not None else self._fallback_rng).integers(2**31 - 1))
-        with _global_rng(seed):
+        with global_numpy_seed(seed):
             answer = self._strategy.sample(learner=model, X_l=X[labeled], y_l=y[labeled], X_u=X[candidates],
                                            num_queries=int(batch_size))
         if answer is None:  # TypicalCluster ends without an answer when too few clusters are uncovered
