@@ -19,8 +19,8 @@ from typing import Any, Callable
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from audit.errors import AuditError
 from audit import extras
+from audit.errors import AuditError
 
 
 def _svm(kernel: str) -> Callable[..., ClassifierMixin]:
