@@ -11,19 +11,13 @@ import pytest
 from audit.analysis.diagnose.detectors import alpbench_paper_vs_code
 from audit.cli.main import main
 from audit.engine import openml_data
-from audit.engine.datasets import REGISTRY, DataError, load_dataset
+from audit.engine.datasets import REGISTRY
 from audit.engine.preprocess import prepare
 from audit.engine.runner import budget_for
 from audit.engine.splits import make_split
 from audit.errors import AuditError
 from audit.protocols import load_protocol
-
-
-def _data(name):
-    try:
-        return load_dataset(name)
-    except DataError as exc:
-        pytest.skip(f"{name} data absent: {exc}")
+from tests.conftest import dataset_or_skip
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +28,7 @@ def small():
 @pytest.mark.parametrize("name, seed", [("wdbc", 0), ("wdbc", 7), ("vehicle", 3)])
 def test_split_equals_alpbench_create_dataset_split(small, name, seed):
     scenario = pytest.importorskip("alpbench.benchmark.ActiveLearningScenario")
-    data = _data(name)
+    data = dataset_or_skip(name)
     X, y = prepare(small.preprocess, data.X, data.y)
     labeled, test = scenario.create_dataset_split(X, y, seed, 0.33, seed, 30, "absolute", -1)
     split = make_split(small, y, seed)
@@ -85,7 +79,7 @@ def test_detector_names_the_code_paper_differences():
 
 
 def test_detector_counts_ranked_columns_on_a_data_set():
-    finding = alpbench_paper_vs_code(load_protocol("alpbench-small"), _data("wdbc"))
+    finding = alpbench_paper_vs_code(load_protocol("alpbench-small"), dataset_or_skip("wdbc"))
     assert finding.evidence["columns replaced by ranks"] == {"code": 30, "paper": 0}
 
 
