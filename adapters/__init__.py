@@ -28,6 +28,7 @@ LIBRARIES: dict[str, str] = {
     "libact": "adapters.libact",
     "alipy": "adapters.alipy",
     "skactiveml": "adapters.skactiveml",
+    "alpbench": "adapters.alpbench",  # the optional extra `alpbench` (uv run --extra alpbench)
     "oracle": "adapters.oracles",
 }
 

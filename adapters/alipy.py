@@ -66,7 +66,7 @@ from typing import Any
 import numpy as np
 
 from adapters import alipy_qp
-from adapters.base import MISSING, QueryStrategy
+from adapters.base import MISSING, QueryStrategy, global_numpy_seed
 from audit.errors import StrategyError
 
 PSD_EPS = 1e-15
@@ -274,17 +274,6 @@ def _quiet_c_stdout():
         os.close(saved)
 
 
-@contextlib.contextmanager
-def _global_numpy_seed(seed: int):
-    """Seed numpy's global RNG for one library call, then put the old state back."""
-    state = np.random.get_state()
-    np.random.seed(seed)
-    try:
-        yield
-    finally:
-        np.random.set_state(state)
-
-
 class _ProbaView:
     """A fitted model seen through ``predict_proba`` (what ALiPy's uncertainty needs).
 
@@ -384,7 +373,7 @@ class AlipyStrategy(QueryStrategy):
         qs = self._sync(X, y)
         if self.uses_global_rng:
             seed = int((rng if rng is not None else self._fallback_rng).integers(2**32))
-            context = _global_numpy_seed(seed)
+            context = global_numpy_seed(seed)
         else:
             context = contextlib.nullcontext()
         with context, warnings.catch_warnings():
@@ -697,7 +686,7 @@ class LAL(AlipyStrategy):
 
             path = str(lal_data.ensure(self._generated_config(mode))[0])
         # ALiPy would download when the file is missing; it is present here, so it only trains.
-        with _global_numpy_seed(int(self._fallback_rng.integers(2**32))):
+        with global_numpy_seed(int(self._fallback_rng.integers(2**32))):
             with contextlib.redirect_stdout(io.StringIO()):
                 qs = _ql.QueryInstanceLAL(X, y_alipy, mode=mode, data_path=path,
                                           cls_est=self.params["cls_est"], train_slt=False)

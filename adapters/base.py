@@ -16,6 +16,7 @@ and the capability matrix and the reports mark it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, ClassVar, Protocol
@@ -27,6 +28,18 @@ from audit.errors import AuditError, StrategyError
 
 MISSING = -1
 """Label value of an unlabeled row in ``y`` (real labels are 0..K-1)."""
+
+
+@contextmanager
+def global_numpy_seed(seed: int):
+    """Seed numpy's global RNG for one library call, then put the old state back (for libraries that
+    draw from it: an adapter that uses this declares ``process_wide_state``)."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
 
 
 class FeatureViews(Protocol):

@@ -24,7 +24,7 @@ class _Trial:
         self.features = _Features(protocol.scaling["task"], X, split)
         self.y_train, self.y_test = y[split.train], y[split.test]
         self.n_initial, self.n_train = split.labeled.size, split.train.size
-        self.budget = budget_for(protocol, split.pool.size)
+        self.budget = budget_for(protocol, split.pool.size, int(y.max()) + 1)
         self.model_seed = subsystem_seed(protocol.seeds["model"], trial_seed, "model")
         self.strategy_seed = subsystem_seed(protocol.seeds["strategy"], trial_seed, "strategy")
 

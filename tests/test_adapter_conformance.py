@@ -57,6 +57,8 @@ PARAM_CASES: dict[str, list[dict]] = {
     "skactiveml.coreset": [{"metric": "minkowski", "metric_dict": {"p": 1}}],
     "skactiveml.coreset-embedded": [{"metric": "cityblock"}],
     "skactiveml.typiclust-embedded": [{"k": 5}],
+    **{f"alpbench.{name}": [{"ensemble_size": 3}] for name in (
+        "max_entropy", "qbc_entropy", "qbc_kl", "bald", "min_margin", "qbc_variance_ratio", "power_bald")},
     "oracle.bso": [{"beam_width": 2}],
     "oracle.greedy": [{"tau": 5}],
 }

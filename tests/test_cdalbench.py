@@ -2,6 +2,7 @@
 its per-subsystem seeds, the PyTorch classifiers (skipped without the extra `deep`) and the
 one-line refusal when PyTorch is missing."""
 import dataclasses
+import importlib.util
 
 import numpy as np
 import pytest
@@ -82,14 +83,15 @@ def test_seed_set_is_the_first_row_of_each_class_in_the_shuffled_train_rows(cdal
 
 
 def test_without_pytorch_reproduce_says_what_to_install_before_any_work(monkeypatch, capsys, tmp_path):
-    monkeypatch.setitem(models.REQUIRES, "torch-mlp", ("no_such_module_x", "PyTorch: `uv sync --extra deep`"))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
     store = tmp_path / "store.sqlite"
     code = main(["reproduce", "cdalbench", "--dataset", "threeclust", "--store", str(store),
                  "--out", str(tmp_path / "out"), "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
-    assert err[0] == ("audit: error: protocol 'cdalbench': model 'torch-mlp' needs PyTorch: "
-                      "`uv sync --extra deep`")
+    assert err[0] == ("audit: error: protocol 'cdalbench': model 'torch-mlp' needs the optional extra 'deep' "
+                      "(PyTorch; torch not installed): `uv sync --extra deep` (or `uv run --extra deep audit ...`)")
     assert not store.exists() and not (tmp_path / "out").exists()
 
 

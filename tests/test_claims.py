@@ -101,4 +101,12 @@ def test_claims_without_trials_are_not_testable_and_the_papers_own_figures_are_c
 def test_unknown_paper_is_one_line(capsys):
     assert main(["claims", "nosuchpaper"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["audit: error: no claims are registered for 'nosuchpaper'; known: cdalbench"]
+    assert err == ["audit: error: no claims are registered for 'nosuchpaper'; known: alpbench, cdalbench"]
+
+
+def test_an_option_the_paper_does_not_take_is_one_line_before_any_work(capsys, tmp_path):
+    store = tmp_path / "store.sqlite"
+    assert main(["claims", "cdalbench", "--trials", "2", "--datasets", "wdbc", "--store", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["audit: error: audit claims cdalbench does not take --datasets, --trials"]
+    assert not store.exists()

@@ -15,6 +15,7 @@ from audit.analysis.compat import (
     format_grid,
     format_summary,
     grid_group,
+    grid_protocol,
     judge_column,
     run_compat,
     strategy_id,
@@ -22,7 +23,8 @@ from audit.analysis.compat import (
 )
 from audit.analysis.stats import adjust_pvalues
 from audit.engine.datasets import names
-from audit.engine.models import ModelSpec, parse_model, split_specs
+from audit.engine.models import BUILDERS, OPTIONAL_MODELS, ModelSpec, parse_model, split_specs
+from audit.protocols import load_protocol
 from audit.engine.runner import RoundRecord, TrialResult, run_trial
 from audit.errors import AuditError
 
@@ -124,7 +126,7 @@ def test_bad_input_fails_before_any_work(tmp_path):
     store = tmp_path / "store.sqlite"
     for kwargs, message in [({"models": ["lr"]}, "at least two models"),
                             ({"models": ["lr", "lr", "rf"]}, "named twice"),
-                            ({"models": ["lr", "xgboost"]}, "unknown model 'xgboost'"),
+                            ({"models": ["lr", "nosuchmodel"]}, "unknown model 'nosuchmodel'"),
                             ({"strategy": "us-entropy"}, "unknown --strategy"),
                             ({"datasets": ["sonar", "nope"]}, "nope"),
                             ({"datasets": ["iris"]}, "binary")]:
@@ -181,6 +183,16 @@ def test_a_larger_grid_reuses_the_cells_of_a_smaller_one(tmp_path, sonar):
     assert {t: (r["ran"], r["reused"]) for t, r in large["runs"].items()} == \
         {"lr": (2, 4), "knn": (2, 4), "lda": (6, 0)}
     assert [c for c in large["cells"] if c["query_model"] != "lda" and c["task_model"] != "lda"] == small["cells"]
+
+
+def test_a_grid_holds_the_models_of_an_optional_extra_only_when_named():
+    assert {"torch-linear", "torch-mlp", "xgboost", "catboost", "tabpfn", "tabnet"} <= OPTIONAL_MODELS
+    lr = ModelSpec("lr")
+    plain = grid_protocol(load_protocol("lu2023"), "lr", {"lr": lr}, "native.uncertainty")
+    assert set(plain.strategies) == {strategy_id(q) for q in BUILDERS if q not in OPTIONAL_MODELS}
+    named = grid_protocol(load_protocol("lu2023"), "lr", {"lr": lr, "xgboost": ModelSpec("xgboost")},
+                          "native.uncertainty")
+    assert set(named.strategies) - set(plain.strategies) == {strategy_id("xgboost")}
 
 
 def test_model_specs_are_read_as_names_calls_or_scikit_learn_class_paths():

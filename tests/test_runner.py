@@ -84,7 +84,7 @@ def test_batch_size_and_budget_split_the_last_batch(lu2023, sonar):
 
 def test_budget_larger_than_the_pool_is_an_input_error(lu2023):
     with pytest.raises(AuditError, match="larger than the unlabeled pool"):
-        budget_for(dataclasses.replace(lu2023, budget_size=500), 104)
+        budget_for(dataclasses.replace(lu2023, budget_size=500), 104, 2)
 
 
 def test_file_order_pool_makes_uniform_query_in_file_order(lu2023, sonar):

@@ -27,7 +27,7 @@ from audit.analysis.compare import summarise
 from audit.analysis.stats import adjust_pvalues, paired_test
 from audit.engine.destinations import check_report_dir, csv_table, write_directory
 from audit.engine.metrics import get_variant
-from audit.engine.models import BUILDERS, REQUIRES, ModelSpec, parse_model
+from audit.engine.models import BUILDERS, OPTIONAL_MODELS, ModelSpec, parse_model
 from audit.engine.replay import (
     ReplayPlan,
     ReproduceRequest,
@@ -161,14 +161,14 @@ def strategy_id(query_model: str) -> str:
 def grid_protocol(protocol: Protocol, task_model: str, models: dict[str, ModelSpec], implementation: str) -> Protocol:
     """The derived protocol of one task model (one column): every known model is a query strategy.
 
-    It holds every model of audit.engine.models.BUILDERS by name (but those of an optional
-    extra, REQUIRES), not only the grid's, so its spec
+    It holds every model of audit.engine.models.BUILDERS by name (but those beyond the base
+    install, OPTIONAL_MODELS: an optional extra's), not only the grid's, so its spec
     hash (hence the store fingerprint) does not depend on which of them a grid names: a
     larger grid reuses the stored cells of a smaller one. Specs written out in --models
     (``knn(n_neighbors=3)``, class paths) are added, so only grids naming them share
     those cells. Its own name keeps store keys of different task models apart.
     """
-    known = {q: model_spec(q) for q in BUILDERS if q not in REQUIRES} | models  # an optional extra's only when named
+    known = {q: model_spec(q) for q in BUILDERS if q not in OPTIONAL_MODELS} | models  # an optional one only when named
     strategies = {strategy_id(q): StrategySpec(strategy_id(q), implementation, {}, spec) for q, spec in known.items()}
     return dataclasses.replace(protocol, name=f"{protocol.name}-compat-task={task_model}",
                                task_model=models[task_model], strategies=strategies)

@@ -59,11 +59,30 @@ def _compat(args: argparse.Namespace) -> int:
 def _claims(args: argparse.Namespace) -> int:
     from audit.analysis.claims import evaluate, format_claims
 
-    print(format_claims(evaluate(args.paper, store=args.store, samples=args.samples)))
+    given = {name: getattr(args, name) for name in ("store", "samples", "datasets", "learners", "strategies",
+                                                    "trials", "jobs")}
+    print(format_claims(evaluate(args.paper, **given)))
     return 0
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
+    from audit.analysis.claims import REGISTRY
+
+    cl = sub.add_parser("claims", help="a paper's claims, each with a verdict (support, contradiction, not testable "
+                                       "here) and the figures behind it; each paper takes the options it names")
+    cl.add_argument("paper", help=f"whose claims (known: {', '.join(sorted(REGISTRY))})")
+    cl.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
+    cl.add_argument("--samples", type=COUNT, help="cdalbench: random draws per resampling figure (default 1000)")
+    cl.add_argument("--datasets", type=csv_list, help="alpbench: comma-separated data sets (default: the shared "
+                                                      "files that hold an ALPBench data set)")
+    cl.add_argument("--learners", type=csv_list, help="alpbench: comma-separated learners of the protocol "
+                                                      "(default: the study's)")
+    cl.add_argument("--strategies", type=csv_list, help="alpbench: comma-separated strategies (default: the "
+                                                        "study's nine)")
+    cl.add_argument("--trials", type=COUNT, help="alpbench: trials per pipeline (default: the protocol's)")
+    cl.add_argument("--jobs", type=COUNT, help="alpbench: parallel worker processes (default 1)")
+    cl.set_defaults(func=_claims)
+
     cc = sub.add_parser("crosscheck", help="the same strategy through every library that offers it")
     cc.add_argument("--dataset", required=True, help="data set name")
     cc.add_argument("--trials", type=COUNT, default=5, help="trials per implementation (default %(default)s)")
@@ -95,14 +114,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                   "the published gain mean(strategy) - mean(uniform)" if name == "usefulness"
                                   else "the rank of each strategy's published mean"))
         sp.set_defaults(func=_stats)
-
-    cl = sub.add_parser("claims", help="a paper's claims, each with a verdict and its figures, from the store "
-                        "and the transcribed tables")
-    cl.add_argument("paper", help="whose claims (known: cdalbench)")
-    cl.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
-    cl.add_argument("--samples", type=COUNT, default=1000, help="random draws per resampling figure "
-                    "(default %(default)s)")
-    cl.set_defaults(func=_claims)
 
     cp = sub.add_parser("compat", help="query-model x task-model grid for uncertainty sampling (lu2023 Section 5.1)")
     cp.add_argument("--protocol", required=True, help="protocol name or .toml file (its splits, budget, AUBC)")

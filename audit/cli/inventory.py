@@ -18,8 +18,21 @@ def _datasets(args: argparse.Namespace) -> int:
     )
 
     if args.fetch:
-        for name in args.fetch:
-            print(f"{name}: {fetch(name)}")
+        from audit.engine import openml_data
+
+        for name in args.fetch:  # LIBSVM files by registry name, OpenML data sets as openml:ID
+            done = openml_data.fetch(openml_data.parse_id(name)) if name.startswith(openml_data.PREFIX) else fetch(name)
+            print(f"{name}: {done}")
+        return 0
+    if args.alpbench:
+        from audit.engine import openml_data
+
+        rows = openml_data.alpbench_status()
+        for openml_id, where in rows:
+            print(f"openml:{openml_id:<6d} {where}")
+        present = sum(where != "not present" for _, where in rows)
+        print(f"{present} of {len(rows)} ALPBench data sets present here; the rest: `audit datasets --fetch openml:ID` "
+              "where openml.org can be reached")
         return 0
     if args.split:
         from audit.protocols import (
@@ -115,10 +128,15 @@ def _check_strategy(args: argparse.Namespace) -> int:
 
 
 def _strategies(args: argparse.Namespace) -> int:
-    from audit.engine.capabilities import format_matrix, format_plugins, matrix
+    from audit.engine.capabilities import format_learners, format_matrix, format_plugins, learner_matrix, matrix
 
-    print(format_matrix(matrix([args.protocol] if args.protocol else None)))
+    protocols = [args.protocol] if args.protocol else None
+    print(format_matrix(matrix(protocols)))
     print()
+    learners = format_learners(learner_matrix(protocols))
+    if learners:
+        print(learners)
+        print()
     print(format_plugins())
     return 0
 
@@ -157,7 +175,9 @@ def _lint_references(args: argparse.Namespace) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     ds = sub.add_parser("datasets", help="the data-set registry with presence and checksum status")
     ds.add_argument("--data-dir", help="directory of the LIBSVM files")
-    ds.add_argument("--fetch", nargs="+", metavar="NAME", help="download data sets into the user cache")
+    ds.add_argument("--fetch", nargs="+", metavar="NAME", help="download data sets into the user cache (a LIBSVM "
+                    "file by name, or an OpenML data set as openml:ID: needs the extra alpbench)")
+    ds.add_argument("--alpbench", action="store_true", help="ALPBench's OpenML data sets and where each is here")
     ds.add_argument("--split", metavar="PROTOCOL", help="also count test rows also in training, on this "
                     "protocol's split of trial seed 0 (e.g. lu2023)")
     ds.set_defaults(func=_datasets)

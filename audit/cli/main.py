@@ -91,7 +91,7 @@ def _cap_to_cores(args: argparse.Namespace) -> int:
     here; more would only take turns, each trial slower and the whole no sooner (results
     do not depend on the count)."""
     option = "workers" if args.command == "run" else "jobs"
-    asked = getattr(args, option, 1)
+    asked = getattr(args, option, None) or 1  # None: an option left to the command's own default (one process)
     if getattr(args, "scheduler", None):
         return asked
     cores = _cores_here()

@@ -69,6 +69,43 @@ def matrix(protocol_names: list[str] | None = None) -> list[Capability]:
     return rows
 
 
+@dataclass(frozen=True)
+class LearnerCapability:
+    protocol: str
+    learner: str
+    model: str
+    status: str  # "available" or "unavailable: <reason>"
+
+
+def learner_matrix(protocol_names: list[str] | None = None) -> list[LearnerCapability]:
+    """The learners a protocol pairs with its strategies (``[learners]``), each built once here to
+    tell whether it runs (a learner whose package or weights are missing is listed with why)."""
+    rows = []
+    for name in protocol_names or available_protocols():
+        protocol = load_protocol(name)
+        for learner, spec in protocol.learners.items():
+            try:
+                spec.validate()
+                status = "available"
+            except AuditError as exc:
+                status = f"unavailable: {exc}"
+            rows.append(LearnerCapability(protocol.name, learner, str(spec), status))
+    return rows
+
+
+def format_learners(rows: list[LearnerCapability]) -> str:
+    """Fixed-width table of the learners, or nothing when no protocol names any."""
+    if not rows:
+        return ""
+    table = [("protocol", "learner", "model", "status")] + [
+        (r.protocol, r.learner, r.model if len(r.model) <= 90 else r.model[:87] + "...", r.status) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(3)]
+    lines = ["  ".join([*(v.ljust(w) for v, w in zip(row[:3], widths)), row[3]]).rstrip() for row in table]
+    lines.insert(1, "-" * max(len(line) for line in lines[:1]))
+    available = sum(r.status == "available" for r in rows)
+    return "\n".join(lines + [f"\n{available} of {len(rows)} learners available here"])
+
+
 def format_plugins() -> str:
     """The plug-ins installed packages register (entry-point group al_audit.strategies),
     each with where it comes from and whether it loads here."""

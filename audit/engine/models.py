@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
-import importlib.util
 import inspect
 import json
 import re
@@ -20,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from audit import extras
 from audit.errors import AuditError
 
 
@@ -89,6 +89,47 @@ def _torch(random_state: int | None, **params: Any) -> ClassifierMixin:
     return build(random_state, **params)
 
 
+def _xgboost(random_state: int | None, **params: Any) -> ClassifierMixin:
+    """XGBoost's scikit-learn classifier (ALPBench's ``xgb``; the optional extra ``alpbench``)."""
+    import xgboost
+
+    params.setdefault("n_jobs", 1)  # one core per trial: trials run in parallel processes
+    return xgboost.XGBClassifier(random_state=random_state, **params)
+
+
+def _catboost(random_state: int | None, **params: Any) -> ClassifierMixin:
+    """CatBoost's classifier (ALPBench's ``catboost``; the optional extra ``alpbench``). It writes
+    no ``catboost_info/`` training log into the working directory (al-audit writes only its outputs)."""
+    import catboost
+
+    params.setdefault("thread_count", 1)
+    params.setdefault("allow_writing_files", False)
+    return catboost.CatBoostClassifier(random_seed=random_state, **params)
+
+
+PRETRAINED_OFFLINE = {
+    "tabpfn": ("tabpfn", "TabPFNClassifier", "TabPFN needs PyTorch and the tabpfn package (ALPBench's own 'full' "
+               "extra), and loads its prior-fitted network's weights, downloaded at run time: not installed, and "
+               "this machine cannot download them"),
+    "tabnet": ("pytorch_tabnet.tab_model", "TabNetClassifier", "TabNet needs PyTorch and pytorch-tabnet (ALPBench's "
+               "own 'full' extra), neither installed here"),
+}
+"""Learners of ALPBench that need PyTorch: (module, class, why they do not run here without it)."""
+
+
+def _pretrained(name: str) -> Callable[..., ClassifierMixin]:
+    module, class_name, reason = PRETRAINED_OFFLINE[name]
+
+    def build(random_state: int | None, **params: Any) -> ClassifierMixin:
+        try:
+            cls = getattr(importlib.import_module(module), class_name)
+        except ImportError:
+            raise AuditError(f"model {name}: {reason}") from None
+        return cls(**params)
+
+    return build
+
+
 BUILDERS: dict[str, Callable[..., ClassifierMixin]] = {
     "svm-rbf": _svm("rbf"),
     "svm-linear": _svm("linear"),
@@ -100,10 +141,17 @@ BUILDERS: dict[str, Callable[..., ClassifierMixin]] = {
     "gbdt": _gbdt,
     "torch-linear": _torch,  # hidden = (): a linear softmax layer
     "torch-mlp": _torch,  # hidden = (24, 12), ...
+    "xgboost": _xgboost,
+    "catboost": _catboost,
+    "tabpfn": _pretrained("tabpfn"),
+    "tabnet": _pretrained("tabnet"),
 }
-_PYTORCH = ("torch", "PyTorch: `uv sync --extra deep` (or `uv run --extra deep audit ...`)")
-# What a builder needs beyond the base install: builder -> (module, how to install it)
-REQUIRES: dict[str, tuple[str, str]] = {"torch-linear": _PYTORCH, "torch-mlp": _PYTORCH}
+# What a builder needs beyond the base install: builder -> (the optional extra that installs it
+# (audit/extras.py), the module it imports)
+REQUIRES: dict[str, tuple[str, str]] = {"torch-linear": ("deep", "torch"), "torch-mlp": ("deep", "torch"),
+                                        "xgboost": ("alpbench", "xgboost"), "catboost": ("alpbench", "catboost")}
+OPTIONAL_MODELS = frozenset(REQUIRES) | frozenset(PRETRAINED_OFFLINE)
+"""Builders beyond the base install: an extra's, or ALPBench's PyTorch learners no extra here installs."""
 
 
 QUERY_MODEL_DEFAULTS = ("current", "sklearn-0.19")
@@ -207,22 +255,21 @@ class ModelSpec:
 
     def build(self, random_state: int | None = None, defaults: str = "current") -> ClassifierMixin:
         """A fresh estimator; ``defaults`` names the era whose defaults fill the unset params."""
+        not_installed = self.missing()
+        if not_installed:
+            raise AuditError(not_installed)
         return self._builder()(random_state, **dict(self.with_defaults(defaults).params))
 
     def missing(self) -> str | None:
         """None when this model can be built here, else what to install (one line)."""
-        if self.name not in REQUIRES:
-            return None
-        module, install = REQUIRES[self.name]
-        if importlib.util.find_spec(module) is None:
-            return f"model '{self.name}' needs {install}"
-        return None
+        return extras.missing(REQUIRES[self.name][0], f"model '{self.name}'") if self.name in REQUIRES else None
 
     def validate(self) -> "ModelSpec":
         """Build the estimator and check its parameters now, so a bad spec fails before any trial."""
         try:
             model = self.build(0)
-            getattr(model, "_validate_params", lambda: None)()  # scikit-learn's own parameter check
+            if hasattr(model, "_parameter_constraints"):  # scikit-learn's own parameter check (not XGBoost's)
+                model._validate_params()
         except AuditError:
             raise
         except Exception as exc:

@@ -19,6 +19,7 @@ from audit.engine.runner import TrialTask, budget_for
 from audit.engine.splits import plan_seeds, seed_split
 from audit.engine.store import ResultStore, fingerprint_details
 from audit.errors import AuditError
+from audit.extras import require
 from audit.protocols import Protocol, load_protocol
 
 
@@ -108,6 +109,8 @@ def plan_replay(request: ReproduceRequest, log=lambda line: None) -> ReplayPlan:
     if request.trial_timeout is not None and not 0 < request.trial_timeout < math.inf:  # NaN fails too
         raise AuditError(f"--trial-timeout must be a positive finite number, not {request.trial_timeout}")
     protocol = request.protocol if isinstance(request.protocol, Protocol) else load_protocol(request.protocol)
+    for extra in protocol.requires:
+        require(extra, f"protocol '{protocol.name}'")
     if request.batch_size:
         protocol = dataclasses.replace(protocol, batch_size=request.batch_size)
     missing = protocol.for_dataset(get_info(request.dataset).name).task_model.missing()
@@ -121,8 +124,8 @@ def plan_replay(request: ReproduceRequest, log=lambda line: None) -> ReplayPlan:
     seeds, skipped = plan_seeds(protocol, data.y, request.trials, data)
     if not seeds:
         raise AuditError(f"no valid trial seed for '{name}' under {protocol.name}: {skipped[0][1] if skipped else 'none tried'}")
-    first = seed_split(protocol, data, seeds[0])[2]
-    budget_for(protocol.for_dataset(name), first.pool.size)  # an impossible budget fails before any work
+    _, y, first = seed_split(protocol, data, seeds[0])
+    budget_for(protocol.for_dataset(name), first.pool.size, int(y.max()) + 1)  # an impossible budget fails before any work
     for seed, why in skipped:
         log(f"skipping trial seed {seed}: {why}")
     return ReplayPlan(protocol, data, strategies, unavailable, seeds, skipped)
@@ -173,9 +176,10 @@ def expected_seconds(plan: ReplayPlan, store: ResultStore) -> dict[str, float]:
     """{strategy: expected seconds per trial} of a plan: the mean of the cell's successful
     trials in the store (any fingerprint), else the implementation's prior on sonar scaled
     by this data set's rounds x train rows. For ordering tasks and estimates, never results."""
-    split = seed_split(plan.protocol, plan.data, plan.seeds[0])[2]
-    rounds = math.ceil(budget_for(plan.protocol.for_dataset(plan.dataset), split.pool.size)
-                       / plan.protocol.batch_size)
+    _, y, split = seed_split(plan.protocol, plan.data, plan.seeds[0])
+    n_classes = int(y.max()) + 1
+    protocol = plan.protocol.for_dataset(plan.dataset)
+    rounds = math.ceil(budget_for(protocol, split.pool.size, n_classes) / protocol.batch_for(n_classes))
     scale = rounds * split.train.size / SONAR_ROUND_ROWS
     out = {}
     for sid in plan.strategies:

@@ -32,6 +32,7 @@ import adapters
 from adapters import MISSING
 from adapters.base import QueryStrategy, TrialView
 from audit.engine.metrics import METRICS, get_variant, round_metrics
+from audit.engine.preprocess import prepare
 from audit.engine.splits import TrialSplit, data_seed, make_split, subsystem_seed
 from audit.errors import AuditError
 from audit.fast import policy as fast_policy
@@ -77,13 +78,18 @@ class TrialResult:
         return hashlib.sha256(json.dumps(sequence).encode()).hexdigest()[:16]
 
 
-def budget_for(protocol: Protocol, pool_size: int) -> int:
-    """Labels to query in a trial; a budget larger than the pool is an input error."""
+def budget_for(protocol: Protocol, pool_size: int, n_classes: int) -> int:
+    """Labels to query in a trial; a budget larger than the pool is an input error unless the
+    protocol caps it at the pool (``[budget] cap = "pool"``: ALPBench stops once the pool is used up)."""
     if protocol.budget_size == "pool":
         return pool_size
-    if protocol.budget_size > pool_size:
-        raise AuditError(f"budget {protocol.budget_size} is larger than the unlabeled pool ({pool_size} rows)")
-    return int(protocol.budget_size)
+    size = protocol.budget_rounds * protocol.batch_for(n_classes) if protocol.budget_size == "rounds" \
+        else int(protocol.budget_size)
+    if protocol.budget_cap == "pool":
+        return min(size, pool_size)
+    if size > pool_size:
+        raise AuditError(f"budget {size} is larger than the unlabeled pool ({pool_size} rows)")
+    return size
 
 
 SCALERS = {"standard": StandardScaler, "minmax": MinMaxScaler}
@@ -280,10 +286,13 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
     drawn = _draw(dataset_name, protocol, trial_seed)
     if drawn is not None:  # a generated set: this trial's own draw (s_D)
         X, y = drawn.X, drawn.y
+    else:  # a file: its rows after the protocol's preprocessing (as audit.engine.splits.seed_split)
+        X, y = prepare(protocol.preprocess, X, y)
     split = make_split(protocol, y, trial_seed, drawn)
     if isinstance(split, str):
         raise AuditError(f"trial seed {trial_seed} is not valid for this protocol: {split}")
     n_classes = int(y.max()) + 1
+    batch_size = protocol.batch_for(n_classes)
     model_seed = subsystem_seed(protocol.seeds["model"], trial_seed, "model")
     strategy_seed = subsystem_seed(protocol.seeds["strategy"], trial_seed, "strategy")
     rng = np.random.default_rng(strategy_seed)
@@ -292,7 +301,7 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
     y_train = y[train_rows]
     y_test = y[split.test]
     n_initial = split.labeled.size
-    budget = budget_for(protocol, split.pool.size)
+    budget = budget_for(protocol, split.pool.size, n_classes)
 
     task_features = _Features(protocol.scaling["task"], X, split, protocol.scaler, protocol.scaler_test_fit)
     query_spec, params = bound_strategy(protocol, spec)
@@ -313,8 +322,8 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
     # [labels] reveal: the label a queried row gets (its own, or the first equal train row's)
     revealed = (first_equal_row_labels(task_features.X_train_raw, y_train)
                 if protocol.reveals_equal_row(strategy_cls.library) else y_train)
-    if protocol.batch_size > 1 and not strategy_cls.batch:
-        raise AuditError(f"{spec.id} ({spec.implementation}) does not support batch size {protocol.batch_size}")
+    if batch_size > 1 and not strategy_cls.batch:
+        raise AuditError(f"{spec.id} ({spec.implementation}) does not support batch size {batch_size}")
     if strategy_cls.uses_test_labels:  # declared: it alone is given the test rows and every label
         strategy.begin_trial(TrialView(protocol.task_model, model_seed, task_features, y_train, y_test, budget, jobs))
 
@@ -348,8 +357,8 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
 
     task_model = fit_and_score(0, (), 0.0)
     spent = 0
-    for round_no in range(1, math.ceil(budget / protocol.batch_size) + 1):
-        batch = min(protocol.batch_size, budget - spent)
+    for round_no in range(1, math.ceil(budget / batch_size) + 1):
+        batch = min(batch_size, budget - spent)
         candidates = np.flatnonzero(~labeled_mask)
         t0 = time.perf_counter()
         if strategy_cls.model_use != "fitted":

@@ -13,7 +13,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from audit.engine.preprocess import prepare
 from audit.engine.synthetic import Draw
+from audit.errors import AuditError
 from audit.protocols import OPTIONAL_SEEDS, SUBSYSTEMS, Protocol, SplitSpec
 
 MAX_REDRAWS = 1000
@@ -62,6 +64,8 @@ def make_split(protocol: Protocol, y: np.ndarray, trial_seed: int, given: Draw |
     spec: SplitSpec = protocol.split
     if spec.method == "zhan2021-released":
         return _released_split(spec, y, trial_seed)
+    if spec.method == "alpbench":
+        return _alpbench_split(protocol, y, trial_seed)
     n_classes = int(y.max()) + 1
     split_rng = np.random.default_rng(subsystem_seed(protocol.seeds["split"], trial_seed, "split"))
     if spec.method == "given":
@@ -118,6 +122,39 @@ def _first_per_class(y: np.ndarray, order: np.ndarray, n_classes: int, per_class
             if len(picked) == per_class * n_classes:
                 return np.array(picked, dtype=order.dtype)
     return None
+
+
+def _alpbench_split(protocol: Protocol, y: np.ndarray, trial_seed: int) -> TrialSplit | str:
+    """ALPBench 0.1.2's ``create_dataset_split``: scikit-learn's stratified ``train_test_split``
+    of all rows (test share ``test_ratio``, the split seed), then of the train rows into the
+    initial labeled set and the pool (the initial seed); a class missing from the labeled set
+    gets one pool row of it, drawn by ``np.random.seed(initial seed); np.random.choice``, as
+    there. The pool is the other train rows in row order (ALPBench's mask over the rows)."""
+    from sklearn.model_selection import train_test_split
+
+    spec = protocol.split
+    split_seed = subsystem_seed(protocol.seeds["split"], trial_seed, "split")
+    initial_seed = subsystem_seed(protocol.seeds["initial"], trial_seed, "initial")
+    classes = np.unique(y)
+    rows = np.arange(y.size)
+    try:
+        train, test = train_test_split(rows, test_size=spec.test_ratio, random_state=split_seed, stratify=y)
+        n_initial = protocol.initial_for(classes.size)
+        if n_initial >= train.size:
+            return f"{n_initial} initial labels leave no pool in a train split of {train.size}"
+        labeled, unlabeled = train_test_split(train, test_size=1 - n_initial / train.size,
+                                              random_state=initial_seed, stratify=y[train])
+    except ValueError as exc:  # a class too small to stratify
+        return f"the stratified split fails: {str(exc).splitlines()[0]}"
+    if spec.initial_rule == "top-up":
+        for label in classes:
+            if label not in y[labeled]:
+                draw = np.random.RandomState(initial_seed).choice(np.flatnonzero(y[unlabeled] == label))
+                labeled = np.append(labeled, unlabeled[draw])
+    if not _has_classes(y, labeled, int(y.max()) + 1, spec.min_per_class):
+        return f"the initial labels have fewer than {spec.min_per_class} of some class"
+    pool = np.setdiff1d(train, labeled)  # sorted: row order
+    return TrialSplit(trial_seed, np.asarray(test), np.asarray(labeled), pool)
 
 
 RELEASED_SEED = 4666
@@ -197,10 +234,16 @@ def _released_split(spec: SplitSpec, y: np.ndarray, trial_seed: int) -> TrialSpl
 
 def seed_split(protocol: Protocol, data, trial_seed: int) -> tuple[np.ndarray, np.ndarray, TrialSplit | str]:
     """(X, y, split) of one trial on a loaded data set: a generated set is drawn for the
-    trial's data seed first (audit.engine.datasets.Dataset.draw); a file's rows are its own."""
+    trial's data seed first (audit.engine.datasets.Dataset.draw); a file's rows are its own,
+    after the protocol's preprocessing (``[data] preprocess``, audit.engine.preprocess)."""
     drawn = data.draw(data_seed(protocol, trial_seed))
-    X, y = (data.X, data.y) if drawn is None else (drawn.X, drawn.y)
-    return X, y, make_split(protocol, y, trial_seed, drawn)
+    if drawn is None:
+        X, y = prepare(protocol.preprocess, data.X, data.y)
+        return X, y, make_split(protocol, y, trial_seed)
+    if protocol.preprocess != "none":  # it may drop rows, and the draw's test rows are indices
+        raise AuditError(f"protocol '{protocol.name}' preprocesses files ([data] preprocess = "
+                         f"\"{protocol.preprocess}\"); '{data.info.name}' is a generated data set")
+    return drawn.X, drawn.y, make_split(protocol, drawn.y, trial_seed, drawn)
 
 
 def plan_seeds(protocol: Protocol, y: np.ndarray, n_trials: int | None = None,

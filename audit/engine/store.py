@@ -158,7 +158,7 @@ def model_versions(protocol: Protocol) -> dict[str, str]:
     from audit.engine.models import REQUIRES
 
     specs = [protocol.task_model, *protocol.task_model_by_dataset.values()]
-    return {module: distribution_version(module) for module in sorted({REQUIRES[s.name][0] for s in specs
+    return {module: distribution_version(module) for module in sorted({REQUIRES[s.name][1] for s in specs
                                                                          if s.name in REQUIRES})}
 
 

@@ -17,12 +17,16 @@ from typing import Any
 from audit.engine.destinations import check_name
 from audit.engine.metrics import get_variant
 from audit.engine.models import QUERY_MODEL_DEFAULTS, ModelSpec
+from audit.engine.preprocess import PREPROCESSING
 from audit.errors import AuditError
+from audit.extras import EXTRAS
 
 PROTOCOL_DIR = Path(__file__).resolve().parent
 
-SPLIT_METHODS = ("lu2023", "zhan2021-released", "given")  # given: the data set's own test rows (a generated draw's)
-INITIAL_RULES = ("skip-seed", "redraw", "per-class")  # per-class: initial_labels of each class
+# given: the data set's own test rows (a generated draw's); alpbench: ALPBench 0.1.2's stratified split
+SPLIT_METHODS = ("lu2023", "zhan2021-released", "given", "alpbench")
+# per-class: initial_labels of each class; top-up: ALPBench's missing-class top-up of the initial set
+INITIAL_RULES = ("skip-seed", "redraw", "per-class", "top-up")
 POOL_ORDERS = ("shuffled", "file")
 SCALING_SCOPES = ("none", "train", "labeled")
 SCALERS = ("standard", "minmax")
@@ -32,12 +36,15 @@ SUBSYSTEMS = ("split", "initial", "strategy", "model", "data")  # data: a genera
 OPTIONAL_SEEDS = {"data": "trial"}  # subsystems a protocol may leave out, and their source then
 LABEL_REVEALS = ("row", "first-equal-row")
 LIBACT_BINARY = ("pm1", "file")
+BUDGET_CAPS = ("none", "pool")
 
 # Knobs added after protocols were first hashed: at their default they are left out of the
 # spec hash, so a protocol that does not set them keeps its hash (and its stored trials).
 LATER_KNOBS = {"query_model_defaults": "current", "label_reveal": "row", "label_reveal_applies_to": [],
                "libact_binary": "pm1", "validation_ratio": 0.0, "scaler": "standard", "scaler_test_fit": "train",
-               "budget_by_dataset": {}, "paper_vs_code": {}, "task_model_by_dataset": {}}
+               "budget_by_dataset": {}, "paper_vs_code": {}, "task_model_by_dataset": {},
+               "requires": [], "preprocess": "none", "learners": {},
+               "initial_per_class": 0, "batch_per_class": 0, "budget_rounds": 0, "budget_cap": "none"}
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,27 @@ class Protocol:
         return replace(self, budget_size=self.budget_by_dataset.get(dataset, self.budget_size),
                        task_model=self.task_model_by_dataset.get(dataset, self.task_model))
 
+    # requires: the pyproject optional extras the protocol needs (audit/extras.py), checked before any work
+    requires: tuple[str, ...] = ()
+    # [data] preprocess: what is done to the rows before the split (audit/engine/preprocess.py)
+    preprocess: str = "none"
+    # [learners]: named task models the protocol's study pairs with its strategies (a pipeline =
+    # a learner x a strategy; ALPBench); the task model is the default learner
+    learners: dict[str, ModelSpec] = field(default_factory=dict)
+    # task-dependent sizes (ALPBench's dynamic settings): initial labels and batch = factor x classes
+    initial_per_class: int = 0  # [split] initial_per_class; 0: split.initial_labels
+    batch_per_class: int = 0  # [budget] batch_per_class; 0: budget.batch_size
+    budget_rounds: int = 0  # [budget] rounds, for size = "rounds": the budget is rounds x batch
+    budget_cap: str = "none"  # [budget] cap = "pool": a budget beyond the pool queries the whole pool
+
+    def initial_for(self, n_classes: int) -> int:
+        """Initial labeled rows on a data set with ``n_classes`` classes."""
+        return self.initial_per_class * n_classes if self.initial_per_class else self.split.initial_labels
+
+    def batch_for(self, n_classes: int) -> int:
+        """Rows queried per round on a data set with ``n_classes`` classes."""
+        return self.batch_per_class * n_classes if self.batch_per_class else self.batch_size
+
     def reveals_equal_row(self, library: str) -> bool:
         """Does a strategy of ``library`` learn the first equal train row's label?"""
         return self.label_reveal == "first-equal-row" and (
@@ -192,6 +220,7 @@ def _parse(data: dict[str, Any], path: Path) -> Protocol:
         if isinstance(validation_ratio, bool) or not isinstance(validation_ratio, (int, float)) \
                 or not 0 <= validation_ratio < 1:
             raise AuditError(f"split.validation_ratio must be in [0, 1), not {validation_ratio!r}")
+        initial_per_class = split_data.pop("initial_per_class", 0)
         split = SplitSpec(**split_data)
         _choice(split.method, SPLIT_METHODS, "split.method")
         _choice(split.initial_rule, INITIAL_RULES, "split.initial_rule")
@@ -216,8 +245,26 @@ def _parse(data: dict[str, Any], path: Path) -> Protocol:
         for knob, stated in paper_vs_code.items():
             if not isinstance(stated, dict) or not {"paper", "code", "source"} <= set(stated):
                 raise AuditError(f"paper_vs_code.{knob} must give paper, code and source")
-        if budget["size"] != "pool" and not (isinstance(budget["size"], int) and budget["size"] > 0):
-            raise AuditError("budget.size must be 'pool' or a positive integer")
+        if budget["size"] not in ("pool", "rounds") and not (isinstance(budget["size"], int) and budget["size"] > 0):
+            raise AuditError("budget.size must be 'pool', 'rounds' or a positive integer")
+        unknown_budget = set(budget) - {"size", "batch_size", "batch_per_class", "rounds", "cap"}
+        if unknown_budget:
+            raise AuditError(f"unknown keys {sorted(unknown_budget)} in [budget]")
+        if budget["size"] == "rounds":
+            _positive_int(budget.get("rounds"), "budget.rounds (for size = 'rounds')")
+        for key, value in (("split.initial_per_class", initial_per_class),
+                           ("budget.batch_per_class", budget.get("batch_per_class", 0))):
+            if value != 0:
+                _positive_int(value, key)
+        requires = data.get("requires", [])
+        if not isinstance(requires, list) or not all(isinstance(v, str) for v in requires):
+            raise AuditError("requires must be a list of optional-extra names")
+        for extra in requires:
+            _choice(extra, tuple(EXTRAS), "requires")
+        data_knobs = dict(data.get("data", {}))
+        if set(data_knobs) - {"preprocess"}:
+            raise AuditError(f"unknown keys {sorted(set(data_knobs) - {'preprocess'})} in [data]")
+        learners = {name: ModelSpec.from_data(spec) for name, spec in data.get("learners", {}).items()}
         aubc = data["aubc"]
         get_variant(aubc["variant"])
         _positive_int(budget["batch_size"], "budget.batch_size")
@@ -276,6 +323,13 @@ def _parse(data: dict[str, Any], path: Path) -> Protocol:
             task_model_by_dataset={name: ModelSpec.from_data(spec)
                                    for name, spec in data.get("task_model_by_dataset", {}).items()},
             paper_vs_code=paper_vs_code,
+            requires=tuple(requires),
+            preprocess=_choice(data_knobs.get("preprocess", "none"), PREPROCESSING, "data.preprocess"),
+            learners=learners,
+            initial_per_class=initial_per_class,
+            batch_per_class=budget.get("batch_per_class", 0),
+            budget_rounds=budget.get("rounds", 0),
+            budget_cap=_choice(budget.get("cap", "none"), BUDGET_CAPS, "budget.cap"),
         )
     except KeyError as exc:
         raise AuditError(f"{path.name}: missing key {exc.args[0]!r}") from None

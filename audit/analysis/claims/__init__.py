@@ -1,21 +1,24 @@
-"""Published claims as commands: each paper's claims are data (``<paper>.toml`` beside its
-module), and the paper's module turns each into a row with a verdict and the figures behind it,
-read from the result store (it never replays) and the transcribed tables.
+"""Published claims as commands: each paper's claims are data (``<paper>.toml`` beside its module),
+and the paper's module turns each into a row with a verdict and the figures behind it (from the
+result store and transcribed tables, or from the pipelines it replays).
 
 ``REGISTRY`` maps the name `audit claims NAME` takes to the module that evaluates that paper's
-claims; a module has ``evaluate(store, samples, seed) -> list[ClaimRow]``. Verdicts are
-"support", "contradiction" or "not testable here" (with the reason in the figures).
+claims; a module has ``evaluate(**options) -> list[ClaimRow]`` and ``OPTIONS``, the option names it
+takes (``store`` always), so the CLI passes every option given and each paper rejects what it does
+not take. Verdicts are "support", "contradiction" or "not testable here" (with the
+reason in the figures).
 """
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 from audit.errors import AuditError
 
 VERDICTS = ("support", "contradiction", "not testable here")
 REGISTRY: dict[str, str] = {
+    "alpbench": "audit.analysis.claims.alpbench",
     "cdalbench": "audit.analysis.claims.cdalbench",
 }
 
@@ -36,14 +39,17 @@ class ClaimRow:
             raise ValueError(f"verdict must be one of {VERDICTS}, not {self.verdict!r}")
 
 
-def evaluate(paper: str, store: str | Path = ".audit-store.sqlite", samples: int = 1000,
-             seed: int = 0) -> list[ClaimRow]:
-    """Every claim of ``paper`` with its verdict; an unknown paper is one AuditError line."""
+def evaluate(paper: str, **options: Any) -> list[ClaimRow]:
+    """Every claim of ``paper`` with its verdict; an unknown paper, or an option its module does not
+    take, is one AuditError line. Options left at None are the module's defaults."""
     if paper not in REGISTRY:
         raise AuditError(f"no claims are registered for '{paper}'; known: {', '.join(sorted(REGISTRY))}")
-    if samples < 1:
-        raise AuditError(f"--samples must be a positive number, not {samples}")
-    return importlib.import_module(REGISTRY[paper]).evaluate(store=store, samples=samples, seed=seed)
+    module = importlib.import_module(REGISTRY[paper])
+    given = {key: value for key, value in options.items() if value is not None}
+    unknown = set(given) - set(module.OPTIONS)
+    if unknown:
+        raise AuditError(f"audit claims {paper} does not take {', '.join('--' + k for k in sorted(unknown))}")
+    return module.evaluate(**given)
 
 
 def format_claims(rows: list[ClaimRow]) -> str:

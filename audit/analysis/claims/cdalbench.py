@@ -32,6 +32,7 @@ from audit.paths import REFERENCE_DIR
 from audit.protocols import Protocol, load_protocol
 
 CLAIMS = Path(__file__).with_suffix(".toml")
+OPTIONS = ("store", "samples", "seed")
 RANKS = REFERENCE_DIR / "ranks" / "cdalbench2024_tables3_5.csv"
 NOT_TESTABLE = "not testable here"
 SPLICE_ABSENT = ("splice: not testable here (the shared splice file is LIBSVM's 1,000-row training part; "
@@ -246,8 +247,10 @@ KINDS: dict[str, Callable[[Context, dict[str, Any]], tuple[str, list[str]]]] = {
 }
 
 
-def evaluate(store: str | Path, samples: int = 1000, seed: int = 0) -> list[ClaimRow]:
+def evaluate(store: str | Path = ".audit-store.sqlite", samples: int = 1000, seed: int = 0) -> list[ClaimRow]:
     """Every claim of cdalbench.toml with its verdict and figures."""
+    if samples < 1:
+        raise AuditError(f"--samples must be a positive number, not {samples}")
     data = tomllib.loads(CLAIMS.read_text(encoding="utf-8"))
     ctx = Context(store, samples, seed, data)
     rows = []

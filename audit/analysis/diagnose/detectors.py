@@ -2,13 +2,16 @@
 the settings known to move published AUBCs (PROTOCOL-NOTES, lu2023 Appendix A.3)."""
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from audit.analysis.references import load_references, paper_sd_ddof
 from audit.engine.datasets import Dataset
+from audit.engine.runner import budget_for
 from audit.engine.splits import TrialSplit, make_split, plan_seeds, released_redraws, seed_split
 from audit.protocols import Protocol
 
@@ -192,9 +195,58 @@ def test_scaler(protocol: Protocol, data: Dataset | None = None) -> Finding:
     return Finding("test-scaler", False, "the test rows are scaled with the train rows' scaler", evidence)
 
 
+ALPBENCH_PAPER = Path(__file__).resolve().parents[1] / "alpbench_paper.toml"
+
+
+def _paper_size(setting: dict[str, Any], key: str, n_classes: int) -> int | None:
+    if key in setting:
+        return int(setting[key])
+    if f"{key}_per_class" in setting:
+        return int(setting[f"{key}_per_class"]) * n_classes
+    return None
+
+
+def alpbench_paper_vs_code(protocol: Protocol, data: Dataset | None = None) -> Finding:
+    """Where an alpbench-* protocol (the released package's settings) differs from what the paper
+    says the setting is (alpbench_paper.toml): sizes, test share, preprocessing and, with a data set,
+    what the code's preprocessing does to it."""
+    paper = tomllib.loads(ALPBENCH_PAPER.read_text())
+    setting = paper["settings"].get(protocol.name)
+    if setting is None:
+        return Finding("alpbench-paper-vs-code", False, "not an ALPBench setting", {})
+    y = data.y if data is not None else None
+    n_classes = int(y.max()) + 1 if y is not None else 2
+    batch = protocol.batch_for(n_classes)
+    code = {"initial labels": protocol.initial_for(n_classes), "batch": batch,
+            "budget": budget_for(protocol, 10**9, n_classes), "test share": round(protocol.split.test_ratio, 4),
+            "preprocessing": protocol.preprocess}
+    paper_batch = _paper_size(setting, "batch", n_classes)
+    said = {"initial labels": _paper_size(setting, "initial", n_classes), "batch": paper_batch,
+            "budget": setting["rounds"] * paper_batch if "rounds" in setting else _paper_size(setting, "budget",
+                                                                                               n_classes),
+            "test share": round(paper["test_ratio"], 4), "preprocessing": paper["preprocess"]}
+    differences = {key: {"code": code[key], "paper": said[key]} for key in code if code[key] != said[key]}
+    if data is not None and protocol.preprocess == "alpbench-code":
+        from audit.engine.preprocess import prepare
+
+        X_code, _ = prepare(protocol.preprocess, data.X, data.y)
+        differences["rows"] = {"code": int(X_code.shape[0]), "paper": int(data.X.shape[0])}
+        ranked = int(sum(not np.array_equal(np.unique(data.X[:, j], return_inverse=True)[1], data.X[:, j])
+                         for j in range(data.X.shape[1])))
+        differences["columns replaced by ranks"] = {"code": ranked, "paper": 0}
+    differences = {k: v for k, v in differences.items() if v["code"] != v["paper"]}
+    where = f"|Y| = {n_classes}" + ("" if data is not None else " (no --dataset: two classes assumed)")
+    if differences:
+        listed = "; ".join(f"{k}: code {v['code']}, paper {v['paper']}" for k, v in differences.items())
+        return Finding("alpbench-paper-vs-code", True, f"released code vs paper ({setting['source']}), {where}: "
+                       f"{listed}", differences)
+    return Finding("alpbench-paper-vs-code", False, f"code and paper ({setting['source']}) agree, {where}", {})
+
+
 DETECTORS: tuple[Callable[[Protocol, Dataset | None], Finding], ...] = (
     pool_order, query_task_mismatch, scaling_scope, aubc_variant, sd_convention,
     ignored_library_args, initial_missing_class, train_test_duplicates, paper_vs_code, test_scaler,
+    alpbench_paper_vs_code,
 )
 
 
