@@ -144,9 +144,80 @@ def test_the_lean_liblinear_fit_is_liblinears_own_on_random_problems():
         _assert_same(reference, lean, rng.normal(size=(7, d)))
 
 
+def test_the_lean_one_vs_rest_fit_is_ovr_logistic_regressions_on_random_problems():
+    """Three to five classes, each random_state kind (an int, None: numpy's global generator,
+    a RandomState: copied for every class), dual, intercept scaling, too few iterations."""
+    rng = np.random.default_rng(78)
+    for i in range(24):
+        n, d, k = int(rng.integers(6, 70)), int(rng.integers(1, 25)), int(rng.integers(3, 6))
+        X = rng.normal(size=(n, d)) * rng.uniform(0.1, 30)
+        y = np.r_[np.arange(k), rng.integers(0, k, n - k)] * 2 - 1  # labels -1, 1, 3, ...
+        params = {"solver": "liblinear", "C": float(10.0 ** rng.integers(-3, 3)), "dual": i % 4 == 0,
+                  "intercept_scaling": 2.5 if i % 2 else 1.0, "max_iter": 3 if i % 6 == 0 else 100}
+        seed = [lambda: None, lambda: i, lambda: np.random.RandomState(i)][i % 3]
+        np.random.seed(i)
+        with warnings.catch_warnings(record=True) as expected_warnings:
+            warnings.simplefilter("always")
+            reference = OvRLogisticRegression(random_state=seed(), **params).fit(X, y)
+        expected_draw = np.random.randint(1 << 30)
+        np.random.seed(i)
+        with warnings.catch_warnings(record=True) as lean_warnings:
+            warnings.simplefilter("always")
+            lean = LeanLR(random_state=seed(), **params).fit(X, y)
+        assert np.random.randint(1 << 30) == expected_draw
+        assert lean.fast_path_ == "lean-lr" and lean._lean_liblinear_applies(X, y)
+        assert [str(w.message) for w in lean_warnings] == [str(w.message) for w in expected_warnings]
+        for name in ("coef_", "intercept_", "n_iter_"):
+            assert getattr(reference, name).dtype == getattr(lean, name).dtype, name
+        _assert_same(reference, lean, rng.normal(size=(7, d)))
+
+
+def test_a_random_state_generator_is_copied_for_each_class_and_left_as_it_was():
+    X = np.random.default_rng(2).normal(size=(30, 4))
+    y = np.arange(30) % 3
+    generator = np.random.RandomState(9)
+    LeanLR(solver="liblinear", random_state=generator).fit(X, y)
+    assert generator.randint(1 << 30) == np.random.RandomState(9).randint(1 << 30)
+
+
+def test_without_an_intercept_three_classes_fail_as_ovr_logistic_regression_fails():
+    X = np.random.default_rng(2).normal(size=(30, 4))
+    y = np.arange(30) % 3
+    assert not LeanLR(solver="liblinear", fit_intercept=False)._lean_liblinear_applies(X, y)
+    with pytest.raises(ValueError) as expected:
+        OvRLogisticRegression(solver="liblinear", fit_intercept=False).fit(X, y)
+    with pytest.raises(ValueError, match=re.escape(str(expected.value))):
+        LeanLR(solver="liblinear", fit_intercept=False).fit(X, y)
+
+
+def test_a_one_vs_rest_fit_the_self_check_finds_different_sends_every_fit_to_the_library(monkeypatch):
+    """The self-check covers the one-vs-rest route: break only that route, and LeanLR falls back."""
+    honest = LeanLR._lean_liblinear_fit
+
+    def off_by_one_ulp(self, X, y):
+        honest(self, X, y)
+        if self.classes_.size > 2:
+            self.intercept_ = np.nextafter(self.intercept_, np.inf)
+
+    monkeypatch.setattr(LeanLR, "_lean_liblinear_fit", off_by_one_ulp)
+    fast_path_verified.cache_clear()
+    X = np.random.default_rng(3).normal(size=(40, 5))
+    y = np.arange(40) % 3
+    try:
+        with pytest.warns(FastPathFallbackWarning, match="LeanLR"):
+            lean = LeanLR(solver="liblinear", random_state=1).fit(X, y)
+        assert lean.fast_path_ == LIBRARY
+        _assert_same(OvRLogisticRegression(solver="liblinear", random_state=1).fit(X, y), lean, X[:6])
+    finally:
+        fast_path_verified.cache_clear()
+    monkeypatch.undo()
+    assert fast_path_verified(LeanLR) is True
+
+
 @pytest.mark.parametrize("params, X_kind", [({"solver": "liblinear", "class_weight": "balanced"}, "float64"),
                                             ({"solver": "liblinear", "l1_ratio": 1.0}, "float64"),
-                                            ({"solver": "liblinear"}, "float32"), ({"solver": "liblinear"}, "three classes")])
+                                            ({"solver": "liblinear"}, "float32"),
+                                            ({"solver": "liblinear", "class_weight": "balanced"}, "three classes")])
 def test_what_the_lean_liblinear_fit_does_not_cover_is_logistic_regressions_fit(params, X_kind):
     rng = np.random.default_rng(5)
     X = rng.normal(size=(30, 4)).astype(np.float32 if X_kind == "float32" else np.float64)

@@ -23,6 +23,8 @@ from adapters.native import VarianceReduction, libact_sigma_term, libact_trace_v
 from adapters.testing import check_strategy, toy_pool
 from audit.engine.models import ModelSpec
 from audit.errors import AuditError, StrategyError
+from audit.fast.linear import LeanLR
+from audit.fast.policy import LIBRARY, recording
 from tests.conftest import dataset_or_skip
 
 LR = ModelSpec("lr", {"C": 1.0})
@@ -30,8 +32,8 @@ REFERENCE_SCRIPT = Path(__file__).with_name("libact_vr_reference.py")
 PYTHON_VARIABLE = "AL_AUDIT_LIBACT_VR_PYTHON"
 
 
-def native_picks(X, y, y_true, rounds, sigma, n_jobs=1, random_state=6211):
-    strategy = VarianceReduction(query_model=LR, random_state=random_state, sigma=sigma, n_jobs=n_jobs)
+def native_picks(X, y, y_true, rounds, sigma, n_jobs=1, random_state=6211, query_model=LR):
+    strategy = VarianceReduction(query_model=query_model, random_state=random_state, sigma=sigma, n_jobs=n_jobs)
     y = y.copy()
     picks = []
     with threadpool_limits(1):
@@ -173,3 +175,18 @@ def test_native_picks_equal_libacts(tmp_path, name, n, n_labeled, seed, rounds, 
     X, y, y_true = real_pool(name, n, n_labeled, seed)
     expected = libact_picks(python, tmp_path, X, y, y_true, rounds, sigma, n_jobs)
     assert native_picks(X, y, y_true, rounds, sigma, n_jobs) == expected
+
+
+@pytest.mark.parametrize("name, seed", [("sonar", 0), ("heart", 1), ("sonar", 2)])
+def test_zhan2021s_picks_are_the_same_with_the_lean_lr_fits_on_and_off(monkeypatch, name, seed):
+    """zhan2021's VR (liblinear LR, -1/+1 labels and a hypothetical third class): the lean binary
+    and one-vs-rest fits leave every pick as OvRLogisticRegression's fits make it."""
+    zhan_lr = ModelSpec("lr", {"solver": "liblinear"})
+    X, y, y_true = real_pool(name, 60, 12, seed)
+    with recording() as fast_routes:
+        fast = native_picks(X, y, y_true, 4, 0.1, query_model=zhan_lr)
+    monkeypatch.setattr(LeanLR, "_fast_path_verified", lambda self: False)
+    with recording() as library_routes:
+        library = native_picks(X, y, y_true, 4, 0.1, query_model=zhan_lr)
+    assert fast == library
+    assert fast_routes == {"lean-lr"} and library_routes == {LIBRARY}

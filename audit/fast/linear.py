@@ -17,9 +17,12 @@ For a binary liblinear fit of the default penalty on float64 rows (no class or s
 weights, no callbacks) LeanLR calls liblinear's ``train_wrap`` itself with the arguments
 ``_fit_liblinear`` hands it (labels encoded as 0/1, unit class and sample weights, the
 same seed drawn from ``random_state``, the same solver type, bias and tolerance), so the
-coefficients, intercept and iteration count are liblinear's own; every other fit is
-``OvRLogisticRegression``'s (``LogisticRegression.fit``, one-vs-rest for liblinear on three
-or more classes).
+coefficients, intercept and iteration count are liblinear's own. On three or more classes
+(with an intercept) it makes the same calls as ``OvRLogisticRegression.fit``'s
+``OneVsRestClassifier``, one binary problem per class: libact's variance reduction
+(zhan2021's VR) refits on a third, hypothetical label for every candidate, about 5,500
+one-vs-rest fits per sonar trial, each three ``LogisticRegression`` fits behind a label
+binariser, clones and joblib. Every other fit is ``OvRLogisticRegression``'s.
 
 It follows :mod:`audit.fast.policy` (supported scikit-learn releases, LogisticRegression's
 own parameter and input validation, a once-per-process self-check); its fast path is the
@@ -28,6 +31,7 @@ lean liblinear fit when it applies and the prediction route, taken after a fit w
 """
 from __future__ import annotations
 
+import copy
 import warnings
 
 import numpy as np
@@ -58,37 +62,58 @@ class LeanLR(FastPathMixin, OvRLogisticRegression):
             OvRLogisticRegression.fit(self, X, y)  # scikit-learn's own fit: only the predictions are lean
 
     def _lean_liblinear_applies(self, X: np.ndarray, y: np.ndarray) -> bool:
-        """The options of LogisticRegression.fit whose liblinear call the lean fit makes alike."""
+        """The options of LogisticRegression.fit (two classes) and OvRLogisticRegression.fit (three
+        or more, with an intercept: without one its stacking fails) whose liblinear calls the lean
+        fit makes alike."""
+        n_classes = np.unique(y).size
         return (self.solver == "liblinear" and self.penalty == "deprecated" and type(self.l1_ratio) in (int, float)
                 and self.l1_ratio == 0 and np.isfinite(self.C) and self.class_weight is None and self.n_jobs is None
                 and self.verbose == 0 and not getattr(self, "_skl_callbacks", None) and X.dtype == np.float64
                 and (not self.fit_intercept or self.intercept_scaling > 0)
-                and np.unique(y).size == 2 and not np.max(X) > _LIBLINEAR_MAX_X)
+                and (n_classes == 2 or (n_classes > 2 and self.fit_intercept)) and not np.max(X) > _LIBLINEAR_MAX_X)
 
     def _lean_liblinear_fit(self, X: np.ndarray, y: np.ndarray) -> None:
         """LogisticRegression.fit's liblinear branch and ``_fit_liblinear`` for the case above:
-        the same ``train_wrap`` call with the same arguments, in the same order of draws."""
-        from sklearn.svm import _liblinear as liblinear
-        from sklearn.svm._base import _get_liblinear_solver_type
+        the same ``train_wrap`` calls with the same arguments, in the same order of draws.
 
+        Three or more classes: OvRLogisticRegression.fit's OneVsRestClassifier, one binary
+        problem per class in sorted order (that class 1, the others 0), each fitted by a clone
+        of the estimator, whose ``random_state`` is a deep copy of this one's (an int, a copy of
+        a RandomState: the same seed for every class; None: successive draws from numpy's
+        global generator); coefficients, intercepts and iteration counts stacked in class order.
+        """
         X = np.ascontiguousarray(X)
         self.n_features_in_ = X.shape[1]
         self.__dict__.pop("feature_names_in_", None)  # an array has none, as validate_data resets it
         self.classes_, encoded = np.unique(y, return_inverse=True)
-        seed = native_seed(self.random_state)
+        if self.classes_.size == 2:
+            raw_coef, self.n_iter_ = self._train_liblinear(X, encoded, native_seed(self.random_state))
+            if self.fit_intercept:
+                self.coef_, self.intercept_ = raw_coef[:, :-1], self.intercept_scaling * raw_coef[:, -1]
+            else:
+                self.coef_, self.intercept_ = raw_coef, 0.0
+            return
+        fits = [self._train_liblinear(X, encoded == k, native_seed(copy.deepcopy(self.random_state)))
+                for k in range(self.classes_.size)]
+        self.coef_ = np.vstack([raw_coef[:, :-1] for raw_coef, _ in fits])
+        self.intercept_ = np.concatenate([self.intercept_scaling * raw_coef[:, -1] for raw_coef, _ in fits])
+        self.n_iter_ = np.concatenate([n_iter for _, n_iter in fits])
+
+    def _train_liblinear(self, X: np.ndarray, binary: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """``_fit_liblinear``'s ``train_wrap`` call on labels ``binary`` (0/1, or False/True) with its
+        arguments (unit class and sample weights), and its convergence warning."""
+        from sklearn.svm import _liblinear as liblinear
+        from sklearn.svm._base import _get_liblinear_solver_type
+
         bias = self.intercept_scaling if self.fit_intercept else -1.0
         liblinear.set_verbosity_wrap(0)
         raw_coef, n_iter = liblinear.train_wrap(
-            X, np.require(encoded.astype(np.float64), requirements="W"), False,
+            X, np.require(binary.astype(np.float64), requirements="W"), False,
             _get_liblinear_solver_type("ovr", "l2", "logistic_regression", self.dual), self.tol, bias, self.C,
             np.ones(2, dtype=np.float64), self.max_iter, seed, 0.1, np.ones(X.shape[0], dtype=np.float64))
         if max(n_iter) >= self.max_iter:
             warnings.warn("Liblinear failed to converge, increase the number of iterations.", ConvergenceWarning)
-        if self.fit_intercept:
-            self.coef_, self.intercept_ = raw_coef[:, :-1], self.intercept_scaling * raw_coef[:, -1]
-        else:
-            self.coef_, self.intercept_ = raw_coef, 0.0
-        self.n_iter_ = n_iter
+        return raw_coef, n_iter
 
     @classmethod
     def _agrees_with_parent(cls) -> bool:
@@ -137,16 +162,18 @@ def _agrees_with_lr() -> bool:
     """Do LeanLR and LogisticRegression agree bit for bit here (coefficients, decision values,
     labels, probabilities, on many rows and on one row at a time)?
 
-    Compared on small fixed problems (two and three classes, lbfgs and liblinear), once per
+    Compared on small fixed problems (two, three and four classes, lbfgs and liblinear, the
+    lean binary and one-vs-rest liblinear fits among them), once per
     process (:func:`audit.fast.policy.fast_path_verified`).
     """
     rng = np.random.default_rng(4)
     cases = ((2, {"C": 0.1}), (3, {"C": 1.0}), (2, {"solver": "liblinear"}), (3, {"solver": "liblinear"}),
              (2, {"solver": "liblinear", "C": 0.05, "fit_intercept": False}),
-             (2, {"solver": "liblinear", "dual": True, "intercept_scaling": 2.5}))
+             (2, {"solver": "liblinear", "dual": True, "intercept_scaling": 2.5}),
+             (4, {"solver": "liblinear", "C": 0.3, "dual": True, "intercept_scaling": 2.5}))
     for n_classes, params in cases:
         X = np.round(rng.normal(size=(40, 6)) * 2, 1)
-        y = rng.integers(0, n_classes, size=40) * 2 - 1  # labels -1, 1, 3
+        y = np.r_[np.arange(n_classes), rng.integers(0, n_classes, size=40 - n_classes)] * 2 - 1  # -1, 1, 3, 5
         X_new = rng.normal(size=(12, 6))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
