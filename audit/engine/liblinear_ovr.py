@@ -34,7 +34,7 @@ class OvRLogisticRegression(LogisticRegression):
         ovr = OneVsRestClassifier(LogisticRegression(**self.get_params())).fit(X, y)
         self.classes_ = ovr.classes_
         self.coef_ = np.vstack([e.coef_ for e in ovr.estimators_])
-        self.intercept_ = np.concatenate([e.intercept_ for e in ovr.estimators_])
+        self.intercept_ = np.concatenate([np.atleast_1d(e.intercept_) for e in ovr.estimators_])  # 0.0 without an intercept
         self.n_iter_ = np.concatenate([e.n_iter_ for e in ovr.estimators_])
         self.n_features_in_ = ovr.estimators_[0].n_features_in_
         if hasattr(ovr.estimators_[0], "feature_names_in_"):
