@@ -341,3 +341,10 @@ def test_cdalbench_code_averages_every_logged_accuracy():
     assert code([0.5, 0.6, 0.8, 0.9], N_LABELED) == pytest.approx(np.mean([0.5, 0.6, 0.8, 0.9]), abs=1e-15)
     assert code([0.5, 0.6, 0.8, 0.1], N_LABELED) != code([0.5, 0.6, 0.8, 1.0], N_LABELED)
     assert code([0.5, 0.6, 0.8, 0.9], N_LABELED) > paper([0.5, 0.6, 0.8, 0.9], N_LABELED)
+
+
+def test_a_raw_area_says_its_units_and_a_normalised_aubc_keeps_the_scale():
+    from audit.protocols import load_protocol
+
+    assert load_protocol("alpbench-small").aubc_unit == "fraction x labeled rows (raw area)"
+    assert load_protocol("zhan2021").aubc_unit == load_protocol("zhan2021").scale

@@ -193,7 +193,7 @@ def _assemble(plan: ReplayPlan, cells: list[dict[str, Any]], shared: list[dict[s
         "protocol": {"name": protocol.name, "title": protocol.title, "spec_hash": protocol.spec_hash,
                      "aubc_variant": protocol.aubc_variant,
                      "aubc_definition": get_variant(protocol.aubc_variant).source,
-                     "aubc_metric": protocol.aubc_metric, "sd_ddof": protocol.sd_ddof, "scale": protocol.scale,
+                     "aubc_metric": protocol.aubc_metric, "sd_ddof": protocol.sd_ddof, "scale": protocol.scale, "unit": protocol.aubc_unit,
                      "task_model": str(protocol.task_model), "batch_size": protocol.batch_size,
                      "scaling": protocol.scaling, "pool_order": protocol.split.pool_order},
         "dataset": {"name": name, "n": data.info.n, "d": data.info.d, "sha256": data.info.sha256,

@@ -238,7 +238,7 @@ def summarise_plan(plan: SummaryPlan, request: SummaryRequest) -> dict[str, Any]
         "protocol": {"name": protocol.name, "title": protocol.title, "spec_hash": protocol.spec_hash,
                      "aubc_variant": protocol.aubc_variant,
                      "aubc_definition": get_variant(protocol.aubc_variant).source,
-                     "aubc_metric": protocol.aubc_metric, "sd_ddof": protocol.sd_ddof, "scale": protocol.scale,
+                     "aubc_metric": protocol.aubc_metric, "sd_ddof": protocol.sd_ddof, "scale": protocol.scale, "unit": protocol.aubc_unit,
                      "batch_size": protocol.batch_size, "reference_paper": protocol.reference_paper},
         "datasets": plan.datasets, "data": files, "strategies": plan.strategies, "trials": request.trials,
         "store": str(request.store), "fingerprint": plan.fingerprint, "environment": plan.details["versions"],

@@ -73,6 +73,12 @@ class AubcVariant:
     def __call__(self, values: Sequence[float], n_labeled: Sequence[int]) -> float:
         return aubc(values, n_labeled, self)
 
+    def unit(self, scale: str) -> str:
+        """What one AUBC value measures: the metric's scale, times labels for a raw area."""
+        if self.divide_by != "none":
+            return scale
+        return f"{scale} x {'labeled rows' if self.x_axis == 'labeled' else 'queried labels'} (raw area)"
+
 
 def aubc(values: Sequence[float], n_labeled: Sequence[int], variant: AubcVariant) -> float:
     """Area under the budget curve of one trial.

@@ -132,6 +132,11 @@ class Protocol:
     # instead, {knob: {paper = value, code = value, source = "..."}}; the diagnosis flags each
     paper_vs_code: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    @property
+    def aubc_unit(self) -> str:
+        """What one AUBC value measures, for reports ("fraction", or a raw area's units)."""
+        return get_variant(self.aubc_variant).unit(self.scale)
+
     def for_dataset(self, dataset: str) -> "Protocol":
         """This protocol as it runs on ``dataset``: that data set's own budget and task model
         where [budget] by_dataset and [task_model_by_dataset] give them (else unchanged)."""

@@ -125,7 +125,7 @@ def plot_forest(report: dict[str, Any], path: Path) -> None:
         ax.axvline(value, color=PUBLISHED_COLOR, alpha=0.15, linewidth=1)
     ax.set_yticks(range(len(rows)), [r["label"] for r in rows])
     ax.invert_yaxis()
-    unit = "%" if scale == 100 else "fraction"
+    unit = "%" if scale == 100 else report["protocol"].get("unit", "fraction")
     ax.set_xlabel(f"AUBC ({report['protocol']['aubc_variant']}, {unit})")
     ax.set_title(f"{report['protocol']['name']} on {report['dataset']['name']}: published vs reproduced")
     ax.grid(axis="x", alpha=0.3)

@@ -41,7 +41,7 @@ def provenance_lines(report: dict[str, Any]) -> list[str]:
         f"sha256 {report['dataset']['sha256'][:12]}",
         *data_property_lines(report['dataset']['name']),
         f"AUBC {p['aubc_variant']} on {p['aubc_metric']} ({p['aubc_definition']}); "
-        f"SD ddof={p['sd_ddof']}; values in {p['scale']}",
+        f"SD ddof={p['sd_ddof']}; values in {p.get('unit', p['scale'])}",
         f"trial seeds {seed_ranges(seeds['trial_seeds'])} ({len(seeds['trial_seeds'])} trials, "
         f"{len(seeds['skipped'])} seeds skipped); subsystem seeds {seeds['policy']}",
         f"libraries: {libs}; store fingerprint {report['fingerprint']}",

@@ -61,7 +61,7 @@ def provenance_lines(summary: dict[str, Any]) -> list[str]:
     lines = [
         f"protocol {p['name']} (spec {p['spec_hash']}): {p['title']}",
         f"AUBC {p['aubc_variant']} on {p['aubc_metric']} ({p['aubc_definition']}); SD ddof={p['sd_ddof']}; "
-        f"values in {p['scale']}; published numbers from {p['reference_paper']} (batch size {p['batch_size']})",
+        f"values in {p.get('unit', p['scale'])}; published numbers from {p['reference_paper']} (batch size {p['batch_size']})",
         f"{len(summary['datasets'])} data sets x {len(summary['strategies'])} strategies; trial seeds: {wanted}; "
         f"used {seed_ranges(seeds['used'])}",
         f"libraries: {libs}; code {summary['code']}; store {summary['store']}, fingerprint {summary['fingerprint']}",
