@@ -239,11 +239,8 @@ def data_dir(config: LalDataConfig = DEFAULT_CONFIG) -> Path:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def cached(config: LalDataConfig = DEFAULT_CONFIG) -> dict[str, Any] | None:
