@@ -26,6 +26,7 @@ PREFIX = "openml:"
 class LocalCopy:
     dataset: str  # the shared LIBSVM file's registry name
     caveat: str  # how it differs from the OpenML table
+    stands_in: bool = True  # False: results on the copy do not stand for the table (left out by default)
 
 
 @functools.lru_cache(maxsize=1)
@@ -41,7 +42,7 @@ def alpbench_ids() -> list[int]:
 
 def local_copy(openml_id: int) -> LocalCopy | None:
     entry = catalogue()["local"].get(str(openml_id))
-    return None if entry is None else LocalCopy(entry["dataset"], entry["caveat"])
+    return None if entry is None else LocalCopy(entry["dataset"], entry["caveat"], entry.get("stands_in", True))
 
 
 def parse_id(name: str) -> int:
