@@ -324,7 +324,7 @@ def _load(info: DatasetInfo, path: Path, verify: bool, _mtime: int, _size: int) 
 @functools.lru_cache(maxsize=8)
 def _generated(info: DatasetInfo, verify: bool) -> Dataset:
     """A generated set as data seed 0 draws it (what planning and reports look at); each
-    trial draws its own with :meth:`Dataset.draw`. ``verify`` checks the registered checksum."""
+    trial draws its own (audit.engine.splits.trial_rows). ``verify`` checks the registered checksum."""
     first = draw(info.generator, 0)
     if verify:
         _check_sha256(f"the {info.name} generator's draw for data seed 0", first.checksum(), info.sha256)

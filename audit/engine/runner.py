@@ -32,8 +32,7 @@ import adapters
 from adapters import MISSING
 from adapters.base import QueryStrategy, TrialView
 from audit.engine.metrics import METRICS, get_variant, round_metrics
-from audit.engine.preprocess import prepare
-from audit.engine.splits import TrialSplit, data_seed, make_split, subsystem_seed
+from audit.engine.splits import TrialSplit, make_split, subsystem_seed, trial_rows
 from audit.errors import AuditError
 from audit.fast import policy as fast_policy
 from audit.protocols import Protocol, StrategySpec
@@ -283,11 +282,10 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
     """The rounds of the trial under ``protocol``, then under each companion (see run_trial)."""
     strategy_cls = adapters.strategy_class(spec.implementation)
     _check_companions(protocol, spec, strategy_cls, companions)
-    drawn = _draw(dataset_name, protocol, trial_seed)
-    if drawn is not None:  # a generated set: this trial's own draw (s_D)
-        X, y = drawn.X, drawn.y
-    else:  # a file: its rows after the protocol's preprocessing (as audit.engine.splits.seed_split)
-        X, y = prepare(protocol.preprocess, X, y)
+    from audit.engine.datasets import REGISTRY  # as file_label_values: not at import time
+
+    info = REGISTRY.get(dataset_name)
+    X, y, drawn = trial_rows(protocol, X, y, info.generator if info is not None else None, dataset_name, trial_seed)
     split = make_split(protocol, y, trial_seed, drawn)
     if isinstance(split, str):
         raise AuditError(f"trial seed {trial_seed} is not valid for this protocol: {split}")
@@ -376,15 +374,6 @@ def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec
         spent += batch
         task_model = fit_and_score(round_no, tuple(int(r) for r in train_rows[picked]), query_seconds)
     return records
-
-
-def _draw(dataset_name: str, protocol: Protocol, trial_seed: int):
-    """The trial's draw of a generated data set (None for a file)."""
-    from audit.engine.datasets import REGISTRY
-    from audit.engine.synthetic import draw
-
-    info = REGISTRY.get(dataset_name)
-    return draw(info.generator, data_seed(protocol, trial_seed)) if info is not None and info.generator else None
 
 
 def _warm_started(model: Any) -> bool:

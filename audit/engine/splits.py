@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from audit.engine.preprocess import prepare
-from audit.engine.synthetic import Draw
+from audit.engine.synthetic import Draw, draw
 from audit.errors import AuditError
 from audit.protocols import OPTIONAL_SEEDS, SUBSYSTEMS, Protocol, SplitSpec
 
@@ -232,18 +232,25 @@ def _released_split(spec: SplitSpec, y: np.ndarray, trial_seed: int) -> TrialSpl
     return split
 
 
-def seed_split(protocol: Protocol, data, trial_seed: int) -> tuple[np.ndarray, np.ndarray, TrialSplit | str]:
-    """(X, y, split) of one trial on a loaded data set: a generated set is drawn for the
-    trial's data seed first (audit.engine.datasets.Dataset.draw); a file's rows are its own,
-    after the protocol's preprocessing (``[data] preprocess``, audit.engine.preprocess)."""
-    drawn = data.draw(data_seed(protocol, trial_seed))
-    if drawn is None:
-        X, y = prepare(protocol.preprocess, data.X, data.y)
-        return X, y, make_split(protocol, y, trial_seed)
+def trial_rows(protocol: Protocol, X: np.ndarray, y: np.ndarray, generator: str | None, name: str,
+               trial_seed: int) -> tuple[np.ndarray, np.ndarray, Draw | None]:
+    """(X, y, draw) one trial sees: a generated set's (``generator``) draw for the trial's data
+    seed; a file's own rows ``X``, ``y`` after the protocol's preprocessing (``[data] preprocess``,
+    audit.engine.preprocess), with no draw. The planner and the runner both take the rows here."""
+    if not generator:
+        X, y = prepare(protocol.preprocess, X, y)
+        return X, y, None
     if protocol.preprocess != "none":  # it may drop rows, and the draw's test rows are indices
         raise AuditError(f"protocol '{protocol.name}' preprocesses files ([data] preprocess = "
-                         f"\"{protocol.preprocess}\"); '{data.info.name}' is a generated data set")
-    return drawn.X, drawn.y, make_split(protocol, drawn.y, trial_seed, drawn)
+                         f"\"{protocol.preprocess}\"); '{name}' is a generated data set")
+    drawn = draw(generator, data_seed(protocol, trial_seed))
+    return drawn.X, drawn.y, drawn
+
+
+def seed_split(protocol: Protocol, data, trial_seed: int) -> tuple[np.ndarray, np.ndarray, TrialSplit | str]:
+    """(X, y, split) of one trial on a loaded data set (:func:`trial_rows`, then the split)."""
+    X, y, drawn = trial_rows(protocol, data.X, data.y, data.info.generator, data.info.name, trial_seed)
+    return X, y, make_split(protocol, y, trial_seed, drawn)
 
 
 def plan_seeds(protocol: Protocol, y: np.ndarray, n_trials: int | None = None,
