@@ -99,6 +99,29 @@ def test_partial_reports_while_the_run_goes_on_then_the_final_one(small, sonar, 
     assert {c["status"] for c in final["strategies"]} == {"ok"} and "report.html" in outcome.files
 
 
+def test_until_settled_writes_a_partial_report_after_each_round(small, sonar, tmp_path, partial_writes):
+    """Rounds end at n = 10 and 20: uniform (published far below, a user's table) settles at 10
+    and is shown finished with its settle entry while hintsvm (no published value) runs on."""
+    table = tmp_path / "mine.csv"
+    table.write_text("paper,table,dataset,strategy,metric,mean,scale,aubc_variant\n"
+                     "mine,Table 1,sonar,uniform,accuracy,0.05,fraction,zhan2021_code\n")
+    out = tmp_path / "rep"
+    request = ReproduceRequest(small, "sonar", ["uniform", "hintsvm"], trials=20, store=tmp_path / "s.sqlite",
+                               out=out, progress=False, no_diagnose=True, until_settled=True, references=table)
+    reproduce(request, log=lambda line: None)
+    assert len(partial_writes) == 2  # after each round (the last one always)
+    md, report, manifest, names = partial_writes[0]
+    assert report["partial"]["line"] == "partial: 1 of 2 strategies finished" and "**partial: 1 of 2" in md
+    cells = {c["strategy"]: c for c in report["strategies"]}
+    assert cells["uniform"]["status"] == "ok" and cells["uniform"]["n_trials"] == 10
+    assert cells["uniform"]["settle"]["settled_at"] == 10 and cells["uniform"]["verdict"] == "discrepant at 1%"
+    assert cells["hintsvm"]["status"] == "running" and cells["hintsvm"]["reason"] == "10 of 20 trials stored"
+    assert "2 of 2 strategies finished; diagnosis running" in partial_writes[1][0]
+    final = json.loads((out / "report.json").read_text())
+    assert "partial" not in final and {c["strategy"]: c["n_trials"] for c in final["strategies"]} == {
+        "uniform": 10, "hintsvm": 20}
+
+
 def test_no_partial_report_over_a_finished_one(small, sonar, tmp_path, partial_writes):
     out = tmp_path / "rep"
     args = dict(store=tmp_path / "s.sqlite", out=out, progress=False, no_diagnose=True)
@@ -128,8 +151,8 @@ def test_partial_reports_are_throttled(small, sonar, tmp_path, monkeypatch):
     now = [0.0]
     partial = PartialReports(plan, request, None, tmp_path / "rep", {}, None, lambda line: None, clock=lambda: now[0])
     written = []
-    monkeypatch.setattr(partial, "write", lambda: written.append(list(partial.finished)) or partial.__setattr__(
-        "last", now[0]))
+    monkeypatch.setattr(partial, "write", lambda rounds=None: written.append(list(partial.finished))
+                        or partial.__setattr__("last", now[0]))
     partial.done("uniform")
     now[0] = PARTIAL_INTERVAL / 2
     partial.done("hintsvm")  # too soon after the first

@@ -212,11 +212,12 @@ PARTIAL_INTERVAL = 30.0  # seconds: at most one partial report that often (the l
 
 class PartialReports:
     """The report directory rewritten while `audit reproduce` runs, after a strategy's last
-    trial is stored: the finished cells, the others "running" (some trials stored) or
-    "pending", marked partial in report.md and report.json ("partial: k of m strategies
-    finished"). Only report.json, report.md and per_trial.csv (no figures: they cost
-    seconds), at most once every PARTIAL_INTERVAL seconds, always after the last strategy
-    (the diagnosis may take long); the final report replaces it through the same writer.
+    trial is stored (``--until-settled``: after each round, a cell being finished once it
+    settled or reached its maximum): the finished cells, the others "running" (some trials
+    stored) or "pending", marked partial in report.md and report.json ("partial: k of m
+    strategies finished"). Only report.json, report.md and per_trial.csv (no figures: they
+    cost seconds), at most once every PARTIAL_INTERVAL seconds, always after the last
+    strategy (the diagnosis may take long); the final report replaces it through the same writer.
 
     Written only where the run's final report may go and nothing finished would be lost:
     a new or empty directory, or one holding a partial report (an earlier interrupted
@@ -242,21 +243,30 @@ class PartialReports:
         if sid in self.finished or sid not in self.plan.strategies:
             return
         self.finished.append(sid)
+        self._maybe_write()
+
+    def round_done(self, rounds: Rounds) -> None:
+        """An ``--until-settled`` round ended: the cells no longer running are finished, with
+        the trials they reached and their settle entries."""
+        self.finished += [sid for sid in self.plan.strategies if sid not in rounds.active and sid not in self.finished]
+        self._maybe_write(rounds)
+
+    def _maybe_write(self, rounds: Rounds | None = None) -> None:
         if not self.enabled:
             return
         last = len(self.finished) == len(self.plan.strategies)
         if not last and self.last is not None and self.clock() - self.last < PARTIAL_INTERVAL:
             return
         try:
-            self.write()
+            self.write(rounds)
         except AuditError as exc:
             self.enabled = False
             self.log(f"partial report not written, none will be until the end: {exc}")
 
-    def write(self) -> list[str]:
+    def write(self, rounds: Rounds | None = None) -> list[str]:
         plan, finished = self.plan, [s for s in self.plan.strategies if s in self.finished]
-        seeds = {sid: plan.seeds for sid in plan.strategies}
-        cells, per_trial, _, _ = _read_cells(plan, finished, self.store, self.fingerprint, seeds, self.table)
+        seeds = rounds.seeds if rounds else {sid: plan.seeds for sid in plan.strategies}
+        cells, per_trial, _, _ = _read_cells(plan, finished, self.store, self.fingerprint, seeds, self.table, rounds)
         for sid in plan.strategies:
             if sid in finished:
                 continue
@@ -292,15 +302,15 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
     store = ResultStore(request.store)
     try:
         rounds = None
+        partial = PartialReports(plan, request, store, out_dir, holds, table, log)
         if request.until_settled:
             published = {}
             for sid in plan.strategies:
                 ref = pick_reference(protocol, name, sid, table)
                 published[sid] = ref.mean_fraction if ref else None
-            rounds = run_rounds(plan, request, store, published, log)
+            rounds = run_rounds(plan, request, store, published, log, on_round=partial.round_done)
             fingerprint, details, ran, reused = rounds.fingerprint, rounds.details, rounds.ran, rounds.reused
         else:
-            partial = PartialReports(plan, request, store, out_dir, holds, table, log)
             fingerprint, details, ran, reused = execute_replay(plan, request, store, log, on_done=partial.done)
         cells, per_trial, curves, audited = _read_cells(
             plan, plan.strategies, store, fingerprint,

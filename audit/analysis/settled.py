@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, Callable
 
 from audit.analysis.compare import DISCREPANT_1
 from audit.analysis.stats import (
@@ -65,6 +65,7 @@ class Rounds:
     ends: list[int]
     ran: int
     reused: int
+    active: list[str] = dataclasses.field(default_factory=list)  # cells still running (after a round)
 
 
 def _ok_values(store: ResultStore, plan: ReplayPlan, sid: str, fingerprint: str, seeds: list[int]) -> list[float]:
@@ -73,8 +74,10 @@ def _ok_values(store: ResultStore, plan: ReplayPlan, sid: str, fingerprint: str,
 
 
 def run_rounds(plan: ReplayPlan, request: ReproduceRequest, store: ResultStore,
-               published: dict[str, float | None], log=lambda line: None) -> Rounds:
-    """Run the plan's trials round by round, stopping each cell when the 99% CS settles it."""
+               published: dict[str, float | None], log=lambda line: None,
+               on_round: Callable[[Rounds], None] = lambda rounds: None) -> Rounds:
+    """Run the plan's trials round by round, stopping each cell when the 99% CS settles it;
+    ``on_round`` gets what the rounds ran so far after each round (the partial report)."""
     maximum = len(plan.seeds)
     ends = schedule(maximum)
     reached = {sid: 0 for sid in plan.strategies}
@@ -87,6 +90,11 @@ def run_rounds(plan: ReplayPlan, request: ReproduceRequest, store: ResultStore,
         log(f"until settled: no published value for {', '.join(without)}: "
             f"{'it runs' if len(without) == 1 else 'they run'} to n={maximum}")
     ran, fingerprint, details = 0, "", {}
+
+    def so_far() -> Rounds:
+        return Rounds(fingerprint, details, {sid: plan.seeds[:reached[sid]] for sid in plan.strategies},
+                      dict(settled), ends, ran, sum(reached.values()) - ran, list(active))
+
     for number, end in enumerate(ends, 1):
         if not active:
             break
@@ -105,8 +113,10 @@ def run_rounds(plan: ReplayPlan, request: ReproduceRequest, store: ResultStore,
                 settled[sid] = end
                 active.remove(sid)
                 log(f"settled: {sid} at n={end}, {DISCREPANT_1} by the {1 - STOP_ALPHA:.0%} {BETTING_CS}")
-    seeds = {sid: plan.seeds[:reached[sid]] for sid in plan.strategies}
-    return Rounds(fingerprint, details, seeds, settled, ends, ran, sum(reached.values()) - ran)
+        if end == maximum:
+            active.clear()
+        on_round(so_far())
+    return so_far()
 
 
 def _interval(values: list[float], alpha: float) -> list[float | None]:
