@@ -65,18 +65,15 @@ from typing import Any
 
 import numpy as np
 
-from adapters import alipy_qp
+from adapters import alipy_qp, lal_data
 from adapters.base import MISSING, QueryStrategy, global_numpy_seed
 from audit.errors import StrategyError
 
 PSD_EPS = 1e-15
 """What lu2023 (Appendix D) add to the diagonal of BMDR/SPAL's QP matrix."""
 
-LAL_DATA_ENV = "AL_AUDIT_LAL_DATA"
-LAL_FILES = {
-    "LAL_iterative": "LAL-iterativetree-simulatedunbalanced-big.npz",
-    "LAL_independent": "LAL-randomtree-simulatedunbalanced-big.npz",
-}
+LAL_DATA_ENV = lal_data.AUTHORS_DATA_ENV
+LAL_FILES = lal_data.AUTHORS_FILES
 
 
 class _ModuleView(types.ModuleType):
@@ -620,13 +617,9 @@ class LAL(AlipyStrategy):
     uses_global_rng = True
     process_wide_state = True  # numpy's global RNG, seeded for the call
 
-    CRITERIA = {"LAL_iterative": "iterative", "LAL_independent": "random"}
-
     @classmethod
     def _generated_config(cls, mode: str) -> Any:
-        from adapters import lal_data
-
-        return dataclasses.replace(lal_data.DEFAULT_CONFIG, criterion=cls.CRITERIA[mode])
+        return dataclasses.replace(lal_data.DEFAULT_CONFIG, criterion=lal_data.MODES[mode])
 
     @classmethod
     def data_dir(cls, mode: str = "LAL_iterative") -> str | None:
@@ -647,8 +640,6 @@ class LAL(AlipyStrategy):
                     f"unset it to use training data regenerated locally")
         if path:
             return None
-        from adapters import lal_data
-
         try:
             lal_data.cached(cls._generated_config("LAL_iterative"))
         except StrategyError as e:
@@ -660,8 +651,6 @@ class LAL(AlipyStrategy):
         """Which training data LAL runs on: the authors' file, or the regenerated one."""
         if cls.data_dir() is not None:
             return f"training data: {os.path.join(cls.data_dir(), LAL_FILES['LAL_iterative'])} (from {LAL_DATA_ENV})"
-        from adapters import lal_data
-
         config = cls._generated_config("LAL_iterative")
         try:
             meta = lal_data.cached(config)
@@ -682,8 +671,6 @@ class LAL(AlipyStrategy):
             if path is None:
                 raise StrategyError(f"{LAL_DATA_ENV} does not hold {LAL_FILES[mode]}")
         else:
-            from adapters import lal_data
-
             path = str(lal_data.ensure(self._generated_config(mode))[0])
         # ALiPy would download when the file is missing; it is present here, so it only trains.
         with global_numpy_seed(int(self._fallback_rng.integers(2**32))):

@@ -49,19 +49,26 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 from audit.errors import StrategyError
-from audit.fast.forest import LeanForest, LeanForestRegressor
+
+if TYPE_CHECKING:  # the forests are imported where they are used: the store reads this module's file names
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 GENERATOR_VERSION = 1
 FILES = {
     "iterative": "LAL-iterativetree-simulatedunbalanced-big.npz",
     "random": "LAL-randomtree-simulatedunbalanced-big.npz",
 }
+MODES = {"LAL_iterative": "iterative", "LAL_independent": "random"}
+"""ALiPy's LAL ``mode`` -> the criterion (and file name) of its training data."""
+AUTHORS_FILES = {mode: FILES[criterion] for mode, criterion in MODES.items()}
+"""Per mode, the name of the LAL authors' file, which ALiPy downloads and reads."""
+AUTHORS_DATA_ENV = "AL_AUDIT_LAL_DATA"
+"""A directory holding the authors' files: used instead of the regenerated ones."""
 SIDECAR_SUFFIX = ".al-audit.json"
 CACHE_ENV = "AL_AUDIT_LAL_CACHE"
 """A directory to use instead of ``<user cache>/al-audit/lal`` (tests, shared caches)."""
@@ -146,6 +153,8 @@ def simulate_dataset(rng: np.random.Generator, config: LalDataConfig
 
 def _forest(config: LalDataConfig, rng: np.random.Generator, oob: bool) -> RandomForestClassifier:
     """scikit-learn's forest, fitted through the bit-identical lean path (audit.fast.forest)."""
+    from audit.fast.forest import LeanForest
+
     return LeanForest(n_estimators=config.n_trees, oob_score=oob, n_jobs=1, random_state=_forest_seed(rng))
 
 
@@ -196,6 +205,8 @@ def run_episode(rng: np.random.Generator, config: LalDataConfig, size: int,
 
 def generate(config: LalDataConfig = DEFAULT_CONFIG, progress: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """``(arr_0, arr_1)`` of a whole generation (generateLAL-iterative.ipynb's loop)."""
+    from audit.fast.forest import LeanForestRegressor
+
     if config.criterion not in FILES:
         raise StrategyError(f"LAL data criterion must be one of {sorted(FILES)}")
     if config.criterion == "iterative" and tuple(config.sizes) != tuple(range(2, 2 + len(config.sizes))):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import adapters
+from adapters.lal_data import AUTHORS_DATA_ENV, AUTHORS_FILES  # without importing ALiPy
 from audit.engine.environment import environment_versions
 from audit.engine.runner import RoundRecord, TrialResult
 from audit.errors import AuditError
@@ -186,22 +187,19 @@ def fingerprint_details(protocol: Protocol) -> dict[str, Any]:
     return {**details, "lal_data": lal} if lal else details
 
 
-LAL_DATA_ENV = "AL_AUDIT_LAL_DATA"  # adapters/alipy.py's: read here without importing ALiPy
-LAL_FILES = {"LAL_iterative": "LAL-iterativetree-simulatedunbalanced-big.npz",
-             "LAL_independent": "LAL-randomtree-simulatedunbalanced-big.npz"}
 
 
 def _lal_authors_file(protocol: Protocol) -> dict[str, str] | None:
     """{mode: sha256} of the files a protocol's ALiPy LAL reads from $AL_AUDIT_LAL_DATA (the
     authors'), so trials run on them are never mixed with trials run on the regenerated
     file (that one is covered by the code hash: the same code writes the same bytes)."""
-    directory = os.environ.get(LAL_DATA_ENV)
+    directory = os.environ.get(AUTHORS_DATA_ENV)
     if not directory:
         return None
     found = {}
     for spec in protocol.strategies.values():
         mode = spec.params.get("mode", "LAL_iterative")
-        path = Path(directory) / LAL_FILES.get(mode, "")
+        path = Path(directory) / AUTHORS_FILES.get(mode, "")
         if spec.implementation == "alipy.lal" and path.is_file():
             with open(path, "rb") as f:
                 found[mode] = hashlib.file_digest(f, "sha256").hexdigest()
