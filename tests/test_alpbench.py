@@ -67,6 +67,19 @@ def test_alpbench_code_preprocessing_ranks_dedups_and_sorts():
     assert prepare("alpbench-paper", X, y)[0] is X
 
 
+def test_a_stand_in_loses_the_columns_its_openml_table_does_not_have():
+    """breast's LIBSVM feature 1 is the sample code number, an ID breast-w drops: both ALPBench
+    preprocessings read the file without it; lu2023's ("none") and another file keep every column."""
+    X = np.arange(12, dtype=float).reshape(3, 4)
+    y = np.array([0, 1, 0])
+    for method in ("alpbench-code", "alpbench-paper"):
+        assert prepare(method, X, y, "breast")[0].shape == (3, 3)
+    assert prepare("alpbench-paper", X, y, "breast")[0].tolist() == X[:, 1:].tolist()
+    assert prepare("none", X, y, "breast")[0] is X and prepare("alpbench-paper", X, y, "wdbc")[0] is X
+    data = dataset_or_skip("breast")
+    assert prepare("alpbench-code", data.X, data.y, "breast")[0].shape[1] == data.X.shape[1] - 1 == 9
+
+
 def test_detector_names_the_code_paper_differences():
     large = load_protocol("alpbench-large")
     finding = alpbench_paper_vs_code(large)

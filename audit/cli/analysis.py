@@ -74,7 +74,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     cl.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
     cl.add_argument("--samples", type=COUNT, help="cdalbench: random draws per resampling figure (default 1000)")
     cl.add_argument("--datasets", type=csv_list, help="alpbench: comma-separated data sets (default: the shared "
-                                                      "files that stand for an ALPBench data set; not breast)")
+                                                      "files that stand for an ALPBench data set)")
     cl.add_argument("--learners", type=csv_list, help="alpbench: comma-separated learners of the protocol "
                                                       "(default: the study's)")
     cl.add_argument("--strategies", type=csv_list, help="alpbench: comma-separated strategies (default: the "

@@ -14,6 +14,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from audit.engine.datasets import DataError, user_cache_dir
 from audit.errors import AuditError
 from audit.extras import require
@@ -26,7 +28,7 @@ PREFIX = "openml:"
 class LocalCopy:
     dataset: str  # the shared LIBSVM file's registry name
     caveat: str  # how it differs from the OpenML table
-    stands_in: bool = True  # False: results on the copy do not stand for the table (left out by default)
+    drop_features: tuple[int, ...] = ()  # 1-based LIBSVM features the table does not have (an ID)
 
 
 @functools.lru_cache(maxsize=1)
@@ -42,7 +44,16 @@ def alpbench_ids() -> list[int]:
 
 def local_copy(openml_id: int) -> LocalCopy | None:
     entry = catalogue()["local"].get(str(openml_id))
-    return None if entry is None else LocalCopy(entry["dataset"], entry["caveat"], entry.get("stands_in", True))
+    return None if entry is None else LocalCopy(entry["dataset"], entry["caveat"],
+                                                tuple(entry.get("drop_features", ())))
+
+
+def as_table_columns(dataset: str, X: np.ndarray) -> np.ndarray:
+    """``X`` of the shared file ``dataset`` with only the columns of the OpenML table it stands
+    in for (breast: without the sample code number); a file that stands in for none, as it is."""
+    dropped = {c for entry in catalogue()["local"].values() if entry["dataset"] == dataset
+               for c in entry.get("drop_features", ())}
+    return np.delete(X, [c - 1 for c in sorted(dropped)], axis=1) if dropped else X
 
 
 def parse_id(name: str) -> int:

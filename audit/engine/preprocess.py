@@ -9,20 +9,29 @@
 - ``alpbench-paper``: what the paper says (A.4): categorical columns one-hot encoded,
   missing values imputed by mean or mode. A LIBSVM file has numeric columns only and no
   missing values, so on the files al-audit reads this leaves the rows as they are.
+
+Both ALPBench methods read an OpenML table: a shared file standing in for one first loses
+the columns the table does not have (alpbench_datasets.toml, ``drop_features``).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from audit.engine.openml_data import as_table_columns
+
 PREPROCESSING = ("none", "alpbench-code", "alpbench-paper")
 
 
-def prepare(method: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(X, y)`` after the protocol's preprocessing ``method``."""
-    if method in ("none", "alpbench-paper"):
-        return X, y
-    if method != "alpbench-code":
+def prepare(method: str, X: np.ndarray, y: np.ndarray, dataset: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(X, y)`` of the file ``dataset`` after the protocol's preprocessing ``method``."""
+    if method not in PREPROCESSING:
         raise ValueError(f"unknown preprocessing {method!r}; known: {', '.join(PREPROCESSING)}")
+    if method == "none":
+        return X, y
+    if dataset is not None:
+        X = as_table_columns(dataset, X)
+    if method == "alpbench-paper":
+        return X, y
     from sklearn.impute import SimpleImputer
     from sklearn.preprocessing import OrdinalEncoder
 

@@ -238,7 +238,7 @@ def trial_rows(protocol: Protocol, X: np.ndarray, y: np.ndarray, generator: str 
     seed; a file's own rows ``X``, ``y`` after the protocol's preprocessing (``[data] preprocess``,
     audit.engine.preprocess), with no draw. The planner and the runner both take the rows here."""
     if not generator:
-        X, y = prepare(protocol.preprocess, X, y)
+        X, y = prepare(protocol.preprocess, X, y, name)
         return X, y, None
     if protocol.preprocess != "none":  # it may drop rows, and the draw's test rows are indices
         raise AuditError(f"protocol '{protocol.name}' preprocesses files ([data] preprocess = "

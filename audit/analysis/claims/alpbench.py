@@ -56,11 +56,9 @@ def welch_p(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def default_datasets() -> list[str]:
-    """The shared LIBSVM files that hold an ALPBench data set (audit datasets --alpbench), without
-    the copies whose results do not stand for the OpenML table (breast: its ID column); a user can
-    still name one with --datasets."""
+    """The shared LIBSVM files that hold an ALPBench data set (audit datasets --alpbench)."""
     copies = (openml_data.local_copy(i) for i in openml_data.alpbench_ids())
-    return sorted({c.dataset for c in copies if c is not None and c.stands_in})
+    return sorted({c.dataset for c in copies if c is not None})
 
 
 def replay_pipelines(learners: list[str], strategies: list[str], datasets: list[str], trials: int | None,
