@@ -38,7 +38,7 @@ def main() -> None:
 
     protocol = load_protocol(args.protocol)
     data = load_dataset(args.dataset)
-    seeds, _ = plan_seeds(protocol, data.y, args.trials)
+    seeds, _ = plan_seeds(protocol, data.y, args.trials, data)
     rank = {s: i for i, s in enumerate(CANONICAL_STRATEGIES)}
     chosen = [s for s in args.strategies.split(",") if s] or sorted(protocol.strategies,
                                                                    key=lambda s: rank.get(s, len(rank)))

@@ -72,7 +72,7 @@ def dataset_names(protocol: Protocol, spec: str) -> list[str]:
 
 def measure(protocol: Protocol, dataset: str, strategies: list[str], trials: int, time_limit: float) -> list[Cell]:
     data = load_dataset(dataset)
-    seeds, _ = plan_seeds(protocol, data.y, trials)
+    seeds, _ = plan_seeds(protocol, data.y, trials, data)
     cells = []
     for sid in strategies:
         cell = Cell(dataset, data.info.n, sid)
@@ -242,7 +242,7 @@ def main() -> None:
     for sid in strategies:  # untimed: imports, fast-path self-checks and caches are paid once per process
         if capability(protocol, sid).status == "available" and any((d, sid) not in have for d in datasets):
             warm = load_dataset(datasets[0])
-            run_trial(protocol, warm.info.name, warm.X, warm.y, sid, plan_seeds(protocol, warm.y, 1)[0][0],
+            run_trial(protocol, warm.info.name, warm.X, warm.y, sid, plan_seeds(protocol, warm.y, 1, warm)[0][0],
                       time_limit=args.time_limit)
     for dataset in datasets:
         missing = [sid for sid in strategies if (dataset, sid) not in have]

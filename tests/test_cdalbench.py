@@ -168,3 +168,69 @@ def test_drop_last_keeps_whole_batches_once_there_is_more_than_one(drop_last, ro
     model.optimizer_.register_step_post_hook(lambda *args: calls.append(1))
     model.fit(X[:rows], y[:rows])
     assert len(calls) == steps
+
+
+def _module_by_module_fits(hidden, seed, fits, X_val, y_val, first_epochs=5, epochs=12, patience=3, batch=32):
+    """The plain PyTorch training loop TorchClassifier's fast fit must equal bit for bit: module
+    calls per layer, a CrossEntropyLoss module, optimizer.zero_grad(), train() before each epoch's
+    steps and eval() for its validation loss; warm-started across ``fits`` (labeled row counts)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        sizes, layers = [X_val.shape[1], *hidden], []
+        for a, b in zip(sizes[:-1], sizes[1:]):
+            layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+        network = torch.nn.Sequential(torch.nn.Sequential(*layers), torch.nn.Linear(sizes[-1], 2))
+    optimizer = torch.optim.NAdam(network.parameters(), lr=1e-2)
+    loader = torch.Generator().manual_seed(1)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    Xv, yv = torch.as_tensor(X_val.astype(np.float32)), torch.as_tensor(y_val)
+    states = []
+    for count, (X, y) in enumerate(fits):
+        Xt, yt = torch.as_tensor(X.astype(np.float32)), torch.as_tensor(y)
+        stop = len(yt) - len(yt) % batch if len(yt) > batch else len(yt)  # drop_last
+        best, waited, ran = float("inf"), 0, 0
+        for _ in range(first_epochs if count == 0 else epochs):
+            network.train()
+            order = torch.randperm(len(yt), generator=loader)
+            for start in range(0, stop, batch):
+                optimizer.zero_grad()
+                loss_fn(network(Xt[order[start:start + batch]]), yt[order[start:start + batch]]).backward()
+                optimizer.step()
+            ran += 1
+            network.eval()
+            with torch.no_grad():
+                loss = float(loss_fn(network(Xv), yv))
+            if loss < best:
+                best, waited = loss, 0
+            else:
+                waited += 1
+                if waited > patience:
+                    break
+        states.append(({k: v.clone() for k, v in network.state_dict().items()}, ran))
+    return states
+
+
+@pytest.mark.parametrize("hidden", [(12, 12, 16), (24, 24, 2), ()])
+def test_fast_fit_equals_the_module_by_module_loop_bit_for_bit(hidden):
+    # the fit calls F.linear / torch.relu / F.cross_entropy itself and never toggles train/eval
+    # (audit/engine/torch_models.py): the replayed trials' weights, and so their queries and
+    # accuracies, must stay those of the plain loop, to the last bit
+    X, y, X_val, y_val = _xy(n=200, seed=2)
+    y_val = 1 - y_val  # flipped: learning raises the validation loss, so early stopping takes part
+    fits = [(X[:2], y[:2]), (X[:20], y[:20]), (X[:33], y[:33]), (X[:70], y[:70])]
+    expected = _module_by_module_fits(hidden, 5, fits, X_val, y_val)
+    model = models.ModelSpec("torch-mlp", {
+        "hidden": list(hidden), "lr": 1e-2, "max_epochs": 12, "first_max_epochs": 5, "patience": 3,
+        "warm_start": True, "drop_last": True, "batch_size": 32}).build(5)
+    for (X_fit, y_fit), (state, epochs) in zip(fits, expected):
+        model.fit(X_fit, y_fit, validation=(X_val, y_val))
+        assert model.epochs_ == epochs
+        got = model.network_.state_dict()
+        assert all(torch.equal(got[k], v) for k, v in state.items())
+    # predictions and the embedding through the same functions equal the modules' own
+    with torch.no_grad():
+        logits = model.network_(torch.as_tensor(X_val.astype(np.float32)))
+        body = model.body_(torch.as_tensor(X_val.astype(np.float32)))
+    assert np.array_equal(model.predict_proba(X_val), torch.softmax(logits.double(), dim=1).numpy())
+    assert np.array_equal(model.embed(X_val), body.numpy().astype(np.float64))
+    assert any(epochs < 12 for _, epochs in expected[1:])

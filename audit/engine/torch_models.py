@@ -16,6 +16,15 @@ order comes from its own generator, seeded by ``loader_seed`` (the released code
 data-loader seed to 1). Everything runs on the CPU with one thread, so a fit is
 deterministic. PyTorch is the optional extra ``deep`` (``uv sync --extra deep``).
 
+The networks are tiny (a few hundred weights, a mini-batch of at most 32 rows), so a fit's
+cost is PyTorch's per-call overhead, not its arithmetic: the forward pass calls the layers'
+own functions (``F.linear``, ``torch.relu``, ``F.cross_entropy``: what ``nn.Linear``,
+``nn.ReLU`` and ``nn.CrossEntropyLoss`` call) instead of a module call per layer, the
+gradients are dropped as ``zero_grad()`` drops them, and the module's train/eval mode is
+never toggled (no layer here depends on it). The kernels, their order and their inputs are
+those of the module calls, so every weight and prediction is bit for bit the same
+(tests/test_cdalbench.py compares a fit with a plain module-by-module loop).
+
 Two details of the released training loop (``core/environment.py``, ``_fit_classifier``) are
 parameters: ``first_max_epochs``, the epochs of the very first fit on the seed set (the code's
 default of 50 there, against 100 in later rounds), and ``drop_last``, which drops the last
@@ -28,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 OPTIMIZERS = {"nadam": torch.optim.NAdam, "adam": torch.optim.Adam}
@@ -65,6 +75,9 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             self.body_ = torch.nn.Sequential(*layers)
             self.head_ = torch.nn.Linear(sizes[-1], n_classes)
         self.network_ = torch.nn.Sequential(self.body_, self.head_)
+        # (weight, bias) of each hidden layer, then the head's: the same Parameter objects, so
+        # the optimizer's updates and load_state_dict's in-place copies are seen here
+        self.layers_ = [(m.weight, m.bias) for m in (*self.body_, self.head_) if isinstance(m, torch.nn.Linear)]
         self.initial_state_ = {k: v.clone() for k, v in self.network_.state_dict().items()}
         self.loader_ = torch.Generator().manual_seed(int(self.loader_seed))
 
@@ -92,26 +105,25 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         y_t = torch.as_tensor(np.searchsorted(self.classes_, y))
         val = None if validation is None else (_tensor(validation[0]),
                                                torch.as_tensor(np.searchsorted(self.classes_, validation[1])))
-        loss_fn = torch.nn.CrossEntropyLoss()
         best, waited = float("inf"), 0
         self.epochs_ = 0
         size = int(self.batch_size)
         # drop_last: only whole batches once there is more than one batch's worth of rows
         stop = len(y_t) - len(y_t) % size if self.drop_last and len(y_t) > size else len(y_t)
+        parameters = [tensor for layer in self.layers_ for tensor in layer]
         for _ in range(epochs):
-            self.network_.train()
             order = torch.randperm(len(y_t), generator=self.loader_)
             for start in range(0, stop, size):
                 rows = order[start:start + size]
-                self.optimizer_.zero_grad()
-                loss_fn(self.network_(X_t[rows]), y_t[rows]).backward()
+                for parameter in parameters:  # zero_grad(set_to_none=True)
+                    parameter.grad = None
+                F.cross_entropy(self._run(X_t[rows]), y_t[rows]).backward()
                 self.optimizer_.step()
             self.epochs_ += 1
             if val is None:
                 continue
             with torch.no_grad():
-                self.network_.eval()
-                loss = float(loss_fn(self.network_(val[0]), val[1]))
+                loss = float(F.cross_entropy(self._run(val[0]), val[1]))
             if loss < best:
                 best, waited = loss, 0
             else:
@@ -120,21 +132,27 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                     break
         return self
 
-    def _forward(self, X: np.ndarray, part: torch.nn.Module) -> np.ndarray:
+    def _run(self, X: torch.Tensor, head: bool = True) -> torch.Tensor:
+        """``network_(X)`` (``body_(X)`` without the head) by the layers' own functions."""
+        *hidden, (weight, bias) = self.layers_
+        for hidden_weight, hidden_bias in hidden:
+            X = torch.relu(F.linear(X, hidden_weight, hidden_bias))
+        return F.linear(X, weight, bias) if head else X
+
+    def _forward(self, X: np.ndarray, head: bool = True) -> np.ndarray:
         with torch.no_grad():
-            self.network_.eval()
-            return part(_tensor(X)).numpy().astype(np.float64)
+            return self._run(_tensor(X), head).numpy().astype(np.float64)
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        return torch.softmax(torch.as_tensor(self._forward(X, self.network_)), dim=1).numpy()
+        return torch.softmax(torch.as_tensor(self._forward(X)), dim=1).numpy()
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return self.classes_[np.argmax(self._forward(X, self.network_), axis=1)]
+        return self.classes_[np.argmax(self._forward(X), axis=1)]
 
     def embed(self, X: np.ndarray) -> np.ndarray:
         """The last hidden layer's output (the input itself for the linear layer): the
         "semantically meaningful space" CDALBench's Coreset and TypiClust cluster in."""
-        return self._forward(X, self.body_)
+        return self._forward(X, head=False)
 
 
 def _tensor(X: np.ndarray) -> torch.Tensor:
