@@ -15,10 +15,15 @@ depend only on the arguments and the seed (``process_wide_state``).
 The learner is the query model the runner fits (``query_model = "task"`` in the ALPBench
 protocols: the pipeline's own learner). ALPBench dispatches on the learner's class name
 (``sklearn.ensemble._forest.RandomForestClassifier``, ``xgboost.sklearn.XGBClassifier``, ...),
-so the protocols name scikit-learn classes by class path, not al-audit's lean fast paths.
+so the protocols name scikit-learn classes by class path, and a learner fitted through one of
+al-audit's fast paths (``sklearn.ensemble.RandomForestClassifier`` builds a LeanForest) is
+handed over as its scikit-learn class (``audit.fast.policy.public_view``), a copy whose repeated
+fits on the same rows are skipped (``learner_for_alpbench``).
 """
 from __future__ import annotations
 
+import copy
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -26,6 +31,7 @@ import numpy as np
 from adapters.base import MISSING, QueryStrategy, global_numpy_seed
 from audit.errors import StrategyError
 from audit.extras import missing
+from audit.fast.policy import public_view
 
 EXTRA = "alpbench"
 """The pyproject optional extra that installs this library (``uv run --extra alpbench``)."""
@@ -85,13 +91,51 @@ class AlpbenchStrategy(QueryStrategy):
                                 f"rows, got {labeled.size + candidates.size}")
         seed = int((rng if rng is not None else self._fallback_rng).integers(2**31 - 1))
         with global_numpy_seed(seed):
-            answer = self._strategy.sample(learner=model, X_l=X[labeled], y_l=y[labeled], X_u=X[candidates],
+            answer = self._strategy.sample(learner=learner_for_alpbench(model), X_l=X[labeled], y_l=y[labeled], X_u=X[candidates],
                                            num_queries=int(batch_size))
         if answer is None:  # TypicalCluster ends without an answer when too few clusters are uncovered
             raise StrategyError(f"alpbench {self.implements} returned no rows (too few uncovered clusters)")
         picked = candidates[np.asarray(answer, dtype=np.int64).ravel()]
         self._labeled_order += picked.tolist()
         return picked
+
+
+def learner_for_alpbench(model: Any) -> Any:
+    """The fitted learner as ALPBench gets it: a shallow copy of ``model`` (the runner's fit is
+    not refitted in place), of the scikit-learn class a fast path stands in for (``public_view``:
+    ALPBench dispatches on class names), whose ``fit`` skips a repeat (``_FitSkippingRepeats``)
+    when the fit is a function of the parameters and inputs: a scikit-learn estimator without a
+    warm start whose ``random_state``, if it has one, is an integer."""
+    if model is None:
+        return None
+    learner = public_view(model)
+    learner = copy.copy(model) if learner is model else learner
+    params = learner.get_params(deep=False) if hasattr(learner, "get_params") else {}
+    seeded = isinstance(params.get("random_state", 0), (int, np.integer))
+    if type(learner).__module__.startswith("sklearn.") and seeded and not params.get("warm_start", False):
+        learner.fit = _FitSkippingRepeats(learner)
+    return learner
+
+
+class _FitSkippingRepeats:
+    """A learner's ``fit`` that skips a fit on exactly the rows and labels of its previous fit.
+
+    ALPBench's ``Ensemble`` fits a learner it has no branch for (MLP, SVC) ``ensemble_size``
+    times on the same rows; each fit of a deterministic learner (one thread per trial, see
+    ``learner_for_alpbench``) leaves the same model, so the first is kept."""
+
+    def __init__(self, learner: Any):
+        self._learner = learner
+        self._fitted_on: tuple | None = None
+
+    def __call__(self, X, y, **kwargs):
+        inputs = None if kwargs else tuple((a.shape, a.dtype.str, hashlib.sha256(np.ascontiguousarray(a).data).digest())
+                                           for a in (np.asarray(X), np.asarray(y)))
+        if inputs is None or inputs != self._fitted_on:
+            self._fitted_on = None
+            type(self._learner).fit(self._learner, X, y, **kwargs)
+            self._fitted_on = inputs
+        return self._learner
 
 
 def _strategy(key: str, alpbench_class: str, model_use: str, ensemble: bool = False,

@@ -142,3 +142,52 @@ def test_adapter_hands_alpbench_the_labeled_rows_in_labeled_order():
     y[first] = 0
     strategy.query(X, y, None, 2, np.flatnonzero(y == -1), np.random.default_rng(0))
     assert seen == [[0.0, 2.0], [0.0, 2.0, 3.0, 1.0]]
+
+
+@pytest.mark.parametrize("strategy", ["margin", "power_bald"])
+def test_alpbench_pipelines_query_the_same_with_the_lean_forest(monkeypatch, strategy):
+    """ALPBench's RF pipeline (a smaller forest, to be quick): the lean forest, handed to ALPBench
+    as a RandomForestClassifier, gives the queries and AUBC of scikit-learn's own forest, also
+    where ALPBench reads the trees one by one (PowerBALD)."""
+    pytest.importorskip("alpbench")
+    from audit.engine.models import ModelSpec
+    from audit.engine.runner import run_trial
+    from audit.fast.forest import LeanForest
+
+    data = dataset_or_skip("wdbc")
+    base = load_protocol("alpbench-study-small")
+    forest = ModelSpec("sklearn.ensemble.RandomForestClassifier",
+                       {"n_estimators": 20, "max_depth": 10, "criterion": "entropy"})
+    protocol = dataclasses.replace(base, name="rf20", task_model=forest)
+    lean = run_trial(protocol, "wdbc", data.X, data.y, strategy, 3)
+    monkeypatch.setattr(LeanForest, "_fast_options", lambda self, X, y, sample_weight: False)
+    library = run_trial(protocol, "wdbc", data.X, data.y, strategy, 3)
+    assert (lean.status, lean.fast_path, library.fast_path) == ("ok", "lean-forest", "library")
+    assert lean.query_hash == library.query_hash and lean.aubc == library.aubc
+    assert [r.accuracy for r in lean.rounds] == [r.accuracy for r in library.rounds]
+
+
+def test_alpbench_ensembles_fit_a_learner_once_on_the_same_rows(monkeypatch):
+    """PowerBALD with SVC: ALPBench's Ensemble fits the one SVC ensemble_size (10) times on the
+    same rows; the adapter's copy fits it once, and the queries and AUBC are the same."""
+    pytest.importorskip("alpbench")
+    from sklearn.svm import SVC
+
+    from adapters import alpbench as adapter
+    from audit.engine.runner import run_trial
+    from audit.fast.policy import public_view
+
+    data = dataset_or_skip("wdbc")
+    base = load_protocol("alpbench-study-small")
+    protocol = dataclasses.replace(base, name="svm", task_model=base.learners["svm_rbf"])
+    fits = []
+    fit = SVC.fit
+    monkeypatch.setattr(SVC, "fit", lambda self, X, y, **kw: fits.append(len(y)) or fit(self, X, y, **kw))
+    once = run_trial(protocol, "wdbc", data.X, data.y, "power_bald", 2)
+    fits_once, fits[:] = len(fits), []
+    monkeypatch.setattr(adapter, "learner_for_alpbench", public_view)  # ALPBench refits the runner's model
+    every = run_trial(protocol, "wdbc", data.X, data.y, "power_bald", 2)
+    assert once.status == every.status == "ok"
+    assert once.query_hash == every.query_hash and once.aubc == every.aubc
+    rounds = len(once.rounds)
+    assert (fits_once, len(fits)) == (rounds + (rounds - 1), rounds + 10 * (rounds - 1))

@@ -9,7 +9,7 @@ from audit.engine.datasets import load_dataset
 from audit.engine.models import ModelSpec
 from audit.fast import forest
 from audit.fast.forest import LeanForest, LeanForestRegressor
-from audit.fast.policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
+from audit.fast.policy import LIBRARY, FastPathFallbackWarning, fast_path_verified, public_view
 
 
 def _same_forest(reference, lean, X):
@@ -95,6 +95,24 @@ def test_the_rf_spec_builds_a_lean_forest_that_clones_like_an_estimator():
     assert model.get_params()["n_estimators"] == 100 and model.get_params()["random_state"] == 11
     twin = clone(model)
     assert type(twin) is LeanForest and twin.get_params() == model.get_params()
+
+
+def test_the_forest_class_path_builds_a_lean_forest_seen_as_scikit_learns_forest():
+    data = load_dataset("sonar")
+    X, y = data.X[:60], data.y[:60]
+    params = {"n_estimators": 20, "max_depth": 10, "criterion": "entropy"}
+    model = ModelSpec("sklearn.ensemble.RandomForestClassifier", params).build(5).fit(X, y)
+    reference = RandomForestClassifier(random_state=5, **params).fit(X, y)
+    assert type(model) is LeanForest and model.fast_path_ == "lean-forest"
+    view = public_view(model)
+    # the class a library that dispatches on class names (ALPBench) sees, with the same forest
+    assert f"{type(view).__module__}.{type(view).__qualname__}" == "sklearn.ensemble._forest.RandomForestClassifier"
+    _same_forest(reference, view, data.X)
+    for a, b in zip(reference.estimators_, view.estimators_, strict=True):
+        assert np.array_equal(a.predict_proba(data.X), b.predict_proba(data.X))
+    view.fit(data.X[60:120], data.y[60:120])  # refitting the view leaves the model as it was
+    _same_forest(reference, model, data.X)
+    assert public_view(reference) is reference
 
 
 def test_the_lean_forest_checks_the_feature_count_like_scikit_learn():

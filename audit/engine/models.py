@@ -209,6 +209,8 @@ def _build_sklearn(path: str, random_state: int | None, **params: Any) -> Classi
     cls = sklearn_classifier(path)
     if path == "sklearn.linear_model.LogisticRegression":  # liblinear on 3+ classes: one-vs-rest, as `lr`
         from audit.engine.liblinear_ovr import OvRLogisticRegression as cls
+    if path == "sklearn.ensemble.RandomForestClassifier":  # bit-identical, without the per-tree overhead, as `rf`
+        from audit.fast.forest import LeanForest as cls
     if "random_state" in inspect.signature(cls).parameters:
         params.setdefault("random_state", random_state)
     return cls(**params)

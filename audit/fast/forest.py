@@ -34,7 +34,7 @@ from sklearn.metrics import r2_score
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from sklearn.utils import check_random_state
 
-from audit.fast.policy import FastPathMixin
+from audit.fast.policy import FastPathMixin, public_view
 
 _MAX_SEED = np.iinfo(np.int32).max
 _FLOAT32_MAX = np.finfo(np.float32).max  # the trees split float32 features
@@ -276,8 +276,9 @@ def _fitted_pair(reference_class, params, X, y):
 
 
 def _agrees_with_random_forest() -> bool:
-    """Do lean and scikit-learn forests agree bit for bit here (trees, probabilities,
-    out-of-bag attributes, feature importances)?
+    """Do lean and scikit-learn forests agree bit for bit here (trees, probabilities, also of
+    the lean forest seen as a RandomForestClassifier (:func:`public_view`), out-of-bag
+    attributes, feature importances)?
 
     Compared on small fixed problems (two and three classes, ties in the features), once
     per process (:func:`audit.fast.policy.fast_path_verified`).
@@ -293,6 +294,7 @@ def _agrees_with_random_forest() -> bool:
         X_new = rng.normal(size=(25, 5))
         reference, lean = _fitted_pair(RandomForestClassifier, {"random_state": 7, **params}, X, y)
         if not (_same_trees(reference, lean) and np.array_equal(reference.predict_proba(X_new), lean.predict_proba(X_new))
+                and np.array_equal(reference.predict_proba(X_new), public_view(lean).predict_proba(X_new))
                 and np.array_equal(reference.classes_, lean.classes_) and _same_oob(reference, lean)
                 and np.array_equal(reference.feature_importances_, lean.feature_importances_)
                 and all(np.array_equal(a.predict_proba(X_new), b.predict_proba(X_new))

@@ -20,12 +20,15 @@ these hold, and otherwise the parent's own ``fit`` runs:
    later fit to the parent.
 
 Every fit says which route ran: the estimator's ``fast_path_`` and, for a replay, the
-trial's record (:func:`recording`), which the store keeps and the report shows.
+trial's record (:func:`recording`), which the store keeps and the report shows. A library that
+picks its code by the estimator's class name gets the fitted estimator as its parent's class
+(:func:`public_view`).
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import functools
 import warnings
 from typing import Any, Iterator
@@ -133,6 +136,29 @@ def provenance(ran: set[str]) -> str:
     return "+".join(sorted(ran)) or LIBRARY  # "library" sorts after every "lean-..." name
 
 
+def public_class(estimator_class: type) -> type:
+    """The scikit-learn class a fast estimator class stands in for (the first of its bases
+    defined in scikit-learn, e.g. RandomForestClassifier for LeanForest)."""
+    return next(c for c in estimator_class.__mro__ if c.__module__.startswith("sklearn."))
+
+
+def public_view(model: Any) -> Any:
+    """``model`` as an instance of its scikit-learn class: a shallow copy with the same fitted
+    attributes whose class is :func:`public_class`; any other model as it is.
+
+    For a library that picks its code by the estimator's class name (ALPBench's ensembles read
+    a ``sklearn.ensemble._forest.RandomForestClassifier``'s trees one by one and refit any other
+    learner once per member): the view is the scikit-learn class, so its methods are the
+    parent's, run on the fitted attributes the fast path left, which the fast estimators'
+    self-checks compare with the parent's own fit bit for bit. Refitting the view changes only
+    the view."""
+    if not isinstance(model, FastPathMixin):
+        return model
+    view = copy.copy(model)
+    view.__class__ = public_class(type(model))
+    return view
+
+
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _VALIDATED: set[tuple] = set()  # (class, typed parameter values) that passed the parent's validation here
 
@@ -148,9 +174,8 @@ class FastPathMixin:
     def _validate_params(self) -> None:
         """scikit-learn's parameter check, naming the scikit-learn estimator the user asked for
         (``LogisticRegression``), not the private fast class that stands in for it."""
-        public = next(c for c in type(self).__mro__ if c.__module__.startswith("sklearn."))
         validate_parameter_constraints(self._parameter_constraints, self.get_params(deep=False),
-                                       caller_name=public.__name__)
+                                       caller_name=public_class(type(self)).__name__)
 
     def _validate_params_once(self) -> None:
         """The parent's parameter validation, rerun only when a parameter's value changed.
