@@ -83,6 +83,31 @@ def test_line_names_the_knob_the_multiplicity_and_the_baseline():
     assert "vs the consistent cells' +0.0010 (g; paired by trial seed, excess" in line
 
 
+def test_a_knob_moving_members_to_both_sides_explains_nothing():
+    """Pooled over the seeds, a knob that puts a 0.03 below and b 0.03 above their published
+    values averages to ~0 (its pooled interval covers 0), but it is no shared cause: each
+    member's own offset is far from 0, so the knob explains nothing and the line names them."""
+    seeds = range(8)
+    wiggle = {s: 0.002 * (s % 3 - 1) for s in seeds}
+    audited = {"a": {s: 0.78 + wiggle[s] for s in seeds}, "b": {s: 0.79 + wiggle[s] for s in seeds}}
+    below = {s: 0.735 + wiggle[s] for s in seeds}   # a's published 0.765: -0.03
+    above = {s: 0.795 + 0.001 * (s % 2) for s in seeds}  # b's published 0.765: +0.03
+    cells = [_diagnosed("a", 0.78, 0.765, [("k1", "knob one", below)]),
+             _diagnosed("b", 0.79, 0.765, [("k1", "knob one", above)])]
+    [entry] = shared_causes(cells, audited, LIBRARY)
+    [k1] = entry["knobs"]
+    assert k1["ci95"][0] < 0 < k1["ci95"][1]  # the pooled test alone would have said "explains"
+    assert not k1["explains"] and entry["explained_by"] == []
+    assert set(k1["apart"]) == {"a", "b"} and k1["apart"]["a"] == pytest.approx(-0.03, abs=1e-3)
+    assert "no knob explains it" in entry["line"] and "it leaves apart a -0.030, b +0.031 (each member" in entry["line"]
+    # the same knob bringing both to their published values does explain the group
+    near = [_diagnosed(sid, m, 0.765, [("k1", "knob one", {s: 0.765 + wiggle[s] for s in seeds})])
+            for sid, m in (("a", 0.78), ("b", 0.79))]
+    [entry] = shared_causes(near, audited, LIBRARY)
+    assert entry["knobs"][0]["explains"] and entry["knobs"][0]["apart"] == {}
+    assert "knob one explains the group" in entry["line"]
+
+
 def test_no_knob_and_no_baseline_are_said_so():
     audited = {"a": {0: 0.80, 1: 0.81, 2: 0.82}, "b": {0: 0.79, 1: 0.80, 2: 0.82}}
     cells = [_diagnosed("a", 0.81, 0.70, [("k1", "knob one", {0: 0.80, 1: 0.80, 2: 0.81})]),

@@ -12,9 +12,14 @@ finished):
     d_s^K = (1/m) sum_c (a_{c,s}^K - p_c)
 
 and the knob explains the group when 0 is inside the 95% t-interval of mean_s d_s^K (the
-pooled published mean inside the pooled interval); p is the one-sample t-test of the d_s^K
-against 0. The knobs tried are a family: their p-values are Holm-adjusted
-(audit.analysis.stats.adjust_pvalues), and the number tried is stated with every line.
+pooled published mean inside the pooled interval) and no member is left apart: a pooled
+mean near 0 can be cells moved to both sides of their published values (one +0.03, another
+-0.03), which is no shared cause, so each member's own offsets a_{c,s}^K - p_c are t-tested
+against 0 as well, Holm over the members, and a knob that leaves a member significantly off
+(at 5%) explains nothing; the line names the members it leaves apart. p is the one-sample
+t-test of the d_s^K against 0. The knobs tried are a family: their p-values are
+Holm-adjusted (audit.analysis.stats.adjust_pvalues), and the number tried is stated with
+every line.
 
 The same replay's consistent cells give the shared-split baseline: b_s, the same per-seed
 mean over those cells of (AUBC - published), estimates how lucky the published splits were
@@ -29,6 +34,7 @@ from typing import Any
 from audit.analysis.stats import adjust_pvalues, offset_test, per_seed_offsets
 
 MIN_GROUP = 2  # discrepant cells that must share a direction to be tested together
+ALPHA_APART = 0.05  # a member whose own offset under a knob is this significant (Holm) is left apart
 ALL = "all discrepant cells"
 DIAGNOSED = ("explained", "unexplained")  # statuses of a cell whose knob replays ran
 
@@ -97,8 +103,9 @@ def shared_cause(name: str, side: str, members: list[dict[str, Any]], audited: d
     knobs = []
     for key, label, values in tried:
         test = offset_test(per_seed_offsets(values, published).values())
+        apart = _left_apart(sids, values, published)
         knobs.append({"hypothesis": key, "label": label, "n": test.n, "mean": test.mean, "ci95": list(test.ci95),
-                      "p": test.p, "explains": test.covers_zero})
+                      "p": test.p, "apart": apart, "explains": test.covers_zero and not apart})
     for knob, adjusted in zip(knobs, adjust_pvalues([k["p"] for k in knobs])):
         knob["p_holm"] = adjusted
     group_seeds = per_seed_offsets([audited[s] for s in sids], published)
@@ -118,6 +125,14 @@ def shared_cause(name: str, side: str, members: list[dict[str, Any]], audited: d
              "baseline": baseline}
     entry["line"] = shared_cause_line(entry)
     return entry
+
+
+def _left_apart(sids: list[str], values: list[dict[int, float]], published: list[float]) -> dict[str, float]:
+    """{member: its mean offset} of the members a knob leaves off their published values:
+    each member's own per-seed offsets t-tested against 0, Holm over the members, p < 0.05."""
+    tests = [offset_test(v - p for v in per_seed.values()) for per_seed, p in zip(values, published)]
+    adjusted = adjust_pvalues([t.p for t in tests])
+    return {sid: t.mean for sid, t, q in zip(sids, tests, adjusted) if q == q and q < ALPHA_APART}
 
 
 def _g(p: float) -> str:
@@ -140,8 +155,10 @@ def shared_cause_line(entry: dict[str, Any]) -> str:
             f"Holm p={_g(k['p_holm'])})" for k in explaining) + f" ({family})"
     else:
         closest = max(knobs, key=lambda k: (k["p"] if k["p"] == k["p"] else -1.0))
+        apart = "".join(f", {sid} {offset:+.3f}" for sid, offset in closest["apart"].items())
+        apart = f"; it leaves apart{apart[1:]} (each member's own offset, Holm)" if apart else ""
         knob_part = (f"no knob explains it ({family}; closest: {closest['label']}, pooled offset {_fmt(closest)} "
-                     f"over {closest['n']} trial seeds, p={_g(closest['p'])}, Holm p={_g(closest['p_holm'])})")
+                     f"over {closest['n']} trial seeds, p={_g(closest['p'])}, Holm p={_g(closest['p_holm'])}{apart})")
     own = entry["group_offset"]
     base = entry["baseline"]
     if base is None:
