@@ -348,3 +348,5 @@ def test_a_raw_area_says_its_units_and_a_normalised_aubc_keeps_the_scale():
 
     assert load_protocol("alpbench-small").aubc_unit == "fraction x labeled rows (raw area)"
     assert load_protocol("zhan2021").aubc_unit == load_protocol("zhan2021").scale
+    # CDALBench's AUC is a mean of accuracies: a fraction, not an area (it said "raw area")
+    assert get_variant("cdalbench_code").unit("fraction") == get_variant("cdalbench").unit("fraction") == "fraction"

@@ -74,8 +74,9 @@ class AubcVariant:
         return aubc(values, n_labeled, self)
 
     def unit(self, scale: str) -> str:
-        """What one AUBC value measures: the metric's scale, times labels for a raw area."""
-        if self.divide_by != "none":
+        """What one AUBC value measures: the metric's scale, times labels for a raw area (a
+        mean of the points is on the metric's scale whatever ``divide_by`` says)."""
+        if self.divide_by != "none" or self.rule == "mean":
             return scale
         return f"{scale} x {'labeled rows' if self.x_axis == 'labeled' else 'queried labels'} (raw area)"
 
