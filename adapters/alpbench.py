@@ -91,8 +91,8 @@ class AlpbenchStrategy(QueryStrategy):
                                 f"rows, got {labeled.size + candidates.size}")
         seed = int((rng if rng is not None else self._fallback_rng).integers(2**31 - 1))
         with global_numpy_seed(seed):
-            answer = self._strategy.sample(learner=learner_for_alpbench(model), X_l=X[labeled], y_l=y[labeled], X_u=X[candidates],
-                                           num_queries=int(batch_size))
+            answer = self._strategy.sample(learner=learner_for_alpbench(model), X_l=X[labeled], y_l=y[labeled],
+                                           X_u=X[candidates], num_queries=int(batch_size))
         if answer is None:  # TypicalCluster ends without an answer when too few clusters are uncovered
             raise StrategyError(f"alpbench {self.implements} returned no rows (too few uncovered clusters)")
         picked = candidates[np.asarray(answer, dtype=np.int64).ravel()]
