@@ -234,3 +234,22 @@ def test_fast_fit_equals_the_module_by_module_loop_bit_for_bit(hidden):
     assert np.array_equal(model.predict_proba(X_val), torch.softmax(logits.double(), dim=1).numpy())
     assert np.array_equal(model.embed(X_val), body.numpy().astype(np.float64))
     assert any(epochs < 12 for _, epochs in expected[1:])
+
+
+def test_the_released_diverging_sine_network_can_be_dead_at_initialisation(cdalbench):
+    """Why 8 of 50 Diverging Sine runs sit at chance in every strategy (docs/cdalbench.md): the
+    released 24-24-2 network's 2-unit ReLU layer can start inactive on every training row, and
+    then no gradient reaches the weights below it."""
+    from sklearn.preprocessing import MinMaxScaler
+
+    spec = cdalbench.for_dataset("divergingsin").task_model
+    untrained = {**spec.params, "first_max_epochs": 0}  # build the initial weights, train nothing
+
+    def last_layer(seed):
+        got = draw("divergingsin", seed)
+        X = MinMaxScaler().fit_transform(got.X[got.train])
+        model = models.ModelSpec(spec.name, untrained).build(seed).fit(X, got.y[got.train])
+        return model.embed(X)
+
+    assert not last_layer(17).any()                        # both units off on all 1,600 rows
+    assert (last_layer(0) > 0).any(axis=0).any()           # s_theta 0: a unit is alive

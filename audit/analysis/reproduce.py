@@ -27,6 +27,7 @@ from audit.analysis.diagnose.counterfactual import (
     is_discrepant,
     not_diagnosed,
 )
+from audit.analysis.diagnose.at_chance import at_chance_entry, majority_share
 from audit.analysis.diagnose.detectors import lint
 from audit.analysis.diagnose.shared import shared_causes
 from audit.analysis.references import (
@@ -158,11 +159,13 @@ def _read_cells(plan: ReplayPlan, sids: list[str], store: ResultStore, fingerpri
                 seeds: dict[str, list[int]], table: list[Reference] | None, rounds: Rounds | None = None):
     """The cells of ``sids`` from the store: (cells, per-trial rows, curves, {sid: {seed: AUBC}})."""
     protocol, name = plan.protocol, plan.dataset
+    share = majority_share(plan.data.y)
     cells, per_trial, curves, audited = [], [], {}, {}
     for sid in sids:
         results = store.trials(protocol.name, name, sid, fingerprint, seeds[sid])
         audited[sid] = {r.trial_seed: float(r.aubc) for r in results if r.status == "ok"}
         cells.append(_cell(protocol, name, sid, results, table))
+        cells[-1]["at_chance"] = at_chance_entry(results, share, protocol.sd_ddof)
         if rounds:
             settle_cell(cells[-1], [r.aubc for r in results if r.status == "ok"], rounds, len(plan.seeds))
         per_trial += [{"strategy": sid, "trial_seed": r.trial_seed, "aubc": r.aubc, "status": r.status,

@@ -8,6 +8,7 @@ from audit.cli.options import COUNT, SECONDS, csv_list, force_option, references
 
 
 def _reproduce(args: argparse.Namespace) -> int:
+    from audit.analysis.diagnose.at_chance import summary_line as at_chance_line
     from audit.analysis.reproduce import ReproduceRequest, reproduce
     from audit.report.sections import format_table, provenance_lines
 
@@ -28,6 +29,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     for cell in outcome.report["strategies"]:
         if cell.get("diagnosis"):
             print(f"diagnosis {cell['strategy']}: {cell['diagnosis']['summary']}")
+    if chance := at_chance_line(outcome.report["strategies"]):
+        print(chance)
     for entry in outcome.report.get("shared_causes", []):
         print(entry["line"])
     print(f"report: {outcome.out_dir}/ {', '.join(outcome.files)} "

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from audit.analysis.compare import LOW_POWER_TOLERANCE, POWER
+from audit.analysis.diagnose.at_chance import common_seeds
 from audit.analysis.stats import seed_ranges
 from audit.engine.datasets import get_info, incomparable, property_differences
 
@@ -162,8 +163,8 @@ class Section:
 
 def report_sections(report: dict[str, Any]) -> list[Section]:
     """The list sections of a report, in order; empty ones are left out."""
-    sections = [_references(report), _diagnosis(report), _shared_causes(report), _findings(report), _trial_errors(report),
-                _warnings(report), _fit_paths(report), _skipped(report)]
+    sections = [_references(report), _diagnosis(report), _at_chance(report), _shared_causes(report), _findings(report),
+                _trial_errors(report), _warnings(report), _fit_paths(report), _skipped(report)]
     return [s for s in sections if s.items]
 
 
@@ -200,6 +201,30 @@ def _diagnosis(report: dict[str, Any]) -> Section:
              "code) at a time, and with pairs of knobs when no single one brings the published value inside:"
              if replayed else "")
     return Section("Diagnosis", items, intro)
+
+
+def _at_chance(report: dict[str, Any]) -> Section:
+    marked = [c for c in report["strategies"] if c.get("at_chance")]
+    if not marked:
+        return Section("Trials at chance", ())
+    scale = report["protocol"]["scale"]
+    items = []
+    for c in marked:
+        entry = c["at_chance"]
+        without = (f"; without them: mean {_pct(scale, entry['mean_without'])}, SD {_pct(scale, entry['sd_without'])}"
+                   if entry["mean_without"] is not None else "")
+        items.append(Item(f"{c['strategy']}: {len(entry['seeds'])} of {entry['n_ok']} trials "
+                          f"(seeds {seed_ranges(entry['seeds'])}){without}"))
+    shared = common_seeds(report["strategies"])
+    if shared:
+        items.append(Item(f"at chance in every strategy: seeds {seed_ranges(shared)}, a property of the trial seed "
+                          "(its data draw, split or initial weights), not of a strategy"))
+    entry = marked[0]["at_chance"]
+    intro = (f"Trials whose test accuracy, averaged over the rounds, is at most the majority class's share "
+             f"{entry['majority_share']:.2f} + {entry['threshold'] - entry['majority_share']:.2f}: the task model did no "
+             "better than predicting one class. They say nothing about the strategy; a published SD far below the "
+             "replay's leaves no room for such runs among the published ones.")
+    return Section("Trials at chance", tuple(items), intro)
 
 
 SHARED_CAUSE_INTRO = (
