@@ -4,6 +4,7 @@ summary.png: the data set x strategy heatmap, summary.md, summary.html)."""
 from __future__ import annotations
 
 import json
+import textwrap
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -216,7 +217,8 @@ def plot_heatmap(summary: dict[str, Any], path: Path) -> None:
     image = [[to_rgb(colours[_category(by_key[d, s])]) for s in strategies] for d in datasets]
     width = 2.6 + 0.72 * len(strategies)
     height = 2.4 + 0.34 * len(datasets)
-    fig, ax = plt.subplots(figsize=(max(width, 7.5), height), dpi=110, layout="constrained")
+    width = max(width, 7.5)
+    fig, ax = plt.subplots(figsize=(width, height), dpi=110, layout="constrained")
     ax.imshow(image, aspect="auto", interpolation="nearest")
     for i, d in enumerate(datasets):
         for j, s in enumerate(strategies):
@@ -246,7 +248,8 @@ def plot_heatmap(summary: dict[str, Any], path: Path) -> None:
     fig.suptitle(f"{p['name']} (spec {p['spec_hash'][:8]}, AUBC {p['aubc_variant']}): reproduced − published mean, "
                  f"in {_unit(scale)}\n{counts[CONSISTENT]} of {referenced} referenced cells consistent at 5%",
                  fontsize=11)
-    notes = [f"[{f['number']}] {f['name']}: {_short(f['finding'])}" for f in summary["findings"] if f["number"]]
+    notes = [_wrapped(f"[{f['number']}] {f['name']}: {f['finding']}", int(width * NOTE_CHARS_PER_INCH))
+             for f in summary["findings"] if f["number"]]
     fig.legend(handles=handles, loc="outside lower center", ncols=min(4, len(handles)), fontsize=9, frameon=False,
                title="\n".join(["[k] in a corner: a lint finding on the published number (all in summary.md)", *notes])
                if notes else None, title_fontsize=8)
@@ -254,8 +257,17 @@ def plot_heatmap(summary: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def _short(text: str, limit: int = 110) -> str:
-    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+NOTE_CHARS_PER_INCH = 12  # characters of the 8-point footnote a figure inch holds, with room to spare
+NOTE_LINES = 3  # lines a lint footnote may take under the heatmap (the whole finding is in summary.md)
+
+
+def _wrapped(text: str, width: int) -> str:
+    """The footnote wrapped to the figure's width, at most NOTE_LINES lines, the last cut with "…"."""
+    lines = textwrap.wrap(text, width)
+    if len(lines) > NOTE_LINES:
+        lines = lines[:NOTE_LINES]
+        lines[-1] = lines[-1][:width - 1].rstrip() + "…"
+    return "\n".join(lines)
 
 
 def markdown(summary: dict[str, Any]) -> str:
