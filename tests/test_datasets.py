@@ -55,12 +55,13 @@ def register(monkeypatch, tmp_path, lines, task, n_classes=2, d=3):
 
 # --- registry -------------------------------------------------------------------------------
 
-FILES = {name: info for name, info in D.REGISTRY.items() if not info.generator}
+FILES = {name: info for name, info in D.REGISTRY.items() if not info.generator and not info.parts}
 
 
 def test_registry_composition():
     assert len(FILES) == 34
     assert D.names(task="synthetic") == ["threeclust", "divergingsin"]  # tests/test_synthetic.py
+    assert D.names(task="train-test") == ["splice-full", "dna", "usps"]  # tests/test_train_test_data.py
     assert D.names(task="binary") == BINARY
     assert D.names(task="multiclass") == MULTICLASS
     for name, info in FILES.items():
