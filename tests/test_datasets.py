@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from audit.engine import datasets as D
-from audit.engine.datasets import DataError, DatasetInfo
+from audit.engine.datasets import DatasetInfo
+from tests.conftest import one_line_error
 
 BINARY = ("appendicitis sonar parkinsons ex8b heart haberman ionosphere clean1 breast wdbc "
           "australian diabetes mammographic ex8a tic german splice gcloudb gcloudub checkerboard "
@@ -33,14 +34,6 @@ def sonar_copy(tmp_path):
     d.mkdir()
     shutil.copyfile(D.REPO_DATA_DIR / "sonar-svmstyle.txt", d / "sonar-svmstyle.txt")
     return d / "sonar-svmstyle.txt"
-
-
-def one_line_error(fn, *args, **kw) -> str:
-    with pytest.raises(DataError) as exc:
-        fn(*args, **kw)
-    msg = str(exc.value)
-    assert msg and "\n" not in msg
-    return msg
 
 
 def register(monkeypatch, tmp_path, lines, task, n_classes=2, d=3):

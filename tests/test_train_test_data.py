@@ -18,6 +18,7 @@ from audit.engine.datasets import DataError
 from audit.engine.runner import TrialTask, execute_task, run_trial
 from audit.engine.splits import plan_seeds, seed_split
 from audit.protocols import ModelSpec, load_protocol
+from tests.conftest import one_line_error
 
 # dna's shape: 180 features, labels 1..3; the train part has every class
 DNA_TRAIN = "1 1:0.5 3:1\n2 2:1\n3 1:0.2 2:0.1\n1 1:0.9\n2 4:1\n3 5:1\n1 6:1\n2 7:1\n3 8:1\n1 9:1\n2 10:1\n3 11:1\n"
@@ -47,14 +48,6 @@ def mirror(isolated, monkeypatch, tmp_path):
     (directory / "usps.t.bz2").write_bytes(bz2.compress(USPS_TEST.encode()))
     monkeypatch.setenv(D.DATA_URL_ENV, directory.as_uri())
     return directory
-
-
-def one_line_error(fn, *args, **kw) -> str:
-    with pytest.raises(DataError) as exc:
-        fn(*args, **kw)
-    msg = str(exc.value)
-    assert msg and "\n" not in msg
-    return msg
 
 
 def files_in(directory) -> list[str]:
