@@ -12,11 +12,13 @@ import json
 import numpy as np
 import pytest
 
+from audit.analysis.summary import SummaryRequest, summary_table
 from audit.cli.main import main
 from audit.engine import datasets as D
 from audit.engine.datasets import DataError
-from audit.engine.runner import TrialTask, execute_task, run_trial
+from audit.engine.runner import TrialResult, TrialTask, execute_task, run_trial
 from audit.engine.splits import plan_seeds, seed_split
+from audit.engine.store import ResultStore, fingerprint_details
 from audit.protocols import ModelSpec, load_protocol
 from tests.conftest import one_line_error
 
@@ -125,6 +127,23 @@ def test_a_trial_runs_on_the_given_split_whatever_the_executor(mirror):
     assert loaded.status == "ok" and loaded.query_hash == here.query_hash
     without = run_trial(protocol, "dna", data.X, data.y, "random", 0)
     assert without.status == "error" and "has none" in without.error
+
+
+def test_summary_plans_the_seeds_of_sets_with_their_own_split(mirror, tmp_path):
+    # a generated set's draws and a train/test set's fixed split both give every seed a split
+    D.fetch("dna")
+    cdalbench = load_protocol("cdalbench")
+    store = ResultStore(tmp_path / "store.sqlite")
+    fingerprint = store.register(fingerprint_details(cdalbench))
+    for dataset in ("threeclust", "dna"):
+        store.save(TrialResult("cdalbench", dataset, "random", 0, "ok", aubc=0.7, aubc_by_metric={"accuracy": 0.7}),
+                   fingerprint)
+    store.close()
+    table = summary_table(SummaryRequest("cdalbench", strategies=["random"], store=tmp_path / "store.sqlite"))
+    assert table["no_valid_seed"] == {} and table["datasets"] == ["threeclust", "dna"]
+    assert [(c["dataset"], c["n"], c["published_mean"]) for c in table["cells"]] == [
+        ("threeclust", 1, 0.721), ("dna", 1, 0.774)]  # Table 8's Random cells
+    assert table["data"]["dna"]["n"] == 15 and len(table["data"]["dna"]["sha256"]) == 64
 
 
 def test_a_file_changed_after_its_pin_is_refused(mirror, tmp_path):
