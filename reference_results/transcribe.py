@@ -263,9 +263,10 @@ def lu2023_table5(papers):
 
 
 # CDALBench (paper id cdalbench2024): its column labels -> data-set ids (registry ids where the
-# registry has the set; the encoded and image/text sets keep the paper's name, lower-cased)
+# registry has the set; the encoded and image/text sets keep the paper's name, lower-cased).
+# Splice is LIBSVM's train and test files, registry id splice-full (`splice` is the train part only).
 CDAL_DATASETS = {
-    "Splice": "splice", "SpliceEnc": "splice-enc", "DNA": "dna", "DNAEnc": "dna-enc", "USPS": "usps",
+    "Splice": "splice-full", "SpliceEnc": "splice-enc", "DNA": "dna", "DNAEnc": "dna-enc", "USPS": "usps",
     "USPSEnc": "usps-enc", "Cifar10Enc": "cifar10-enc", "FMnistEnc": "fmnist-enc", "TopV2": "topv2",
     "Diverging Sine": "divergingsin", "DivergingSin": "divergingsin", "ThreeClust": "threeclust",
     "Cifar10": "cifar10", "FMnist": "fmnist", "News": "news",

@@ -17,6 +17,15 @@ def lu2023():
     return load_protocol("lu2023")
 
 
+def one_line_error(fn, *args, **kw) -> str:
+    """The message of the DataError ``fn`` raises, checked to be one line."""
+    with pytest.raises(DataError) as exc:
+        fn(*args, **kw)
+    msg = str(exc.value)
+    assert msg and "\n" not in msg
+    return msg
+
+
 def dataset_or_skip(name: str):
     """The real data set, or a skip saying why it cannot be loaded here."""
     try:

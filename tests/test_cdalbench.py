@@ -23,7 +23,11 @@ def cdalbench():
 def test_protocol_states_the_papers_settings(cdalbench):
     assert cdalbench.for_dataset("threeclust").budget_size == 60  # Sec. 8
     assert cdalbench.for_dataset("divergingsin").budget_size == 60
-    assert cdalbench.for_dataset("splice").budget_size == 400  # Table 2
+    assert [cdalbench.for_dataset(name).budget_size for name in ("splice-full", "dna", "usps")] == [400, 300, 400]
+    assert cdalbench.for_dataset("splice").budget_size == 60  # the shared 1,000-row train part: not CDALBench's
+    dna, usps = (cdalbench.for_dataset(name).task_model.params for name in ("dna", "usps"))  # Table 7
+    assert (dna["optimizer"], dna["lr"], dna["weight_decay"], dna["batch_size"]) == ("nadam", 3.9e-2, 3.6e-5, 64)
+    assert (usps["optimizer"], usps["lr"], usps["weight_decay"], usps["batch_size"]) == ("adam", 8.1e-3, 1.5e-6, 43)
     assert cdalbench.batch_size == 1 and cdalbench.trials.for_size(600) == (50, 50)
     assert (cdalbench.split.initial_labels, cdalbench.split.initial_rule) == (1, "per-class")
     assert cdalbench.validation_ratio == 0.2 and cdalbench.sd_ddof == 0

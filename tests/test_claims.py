@@ -79,7 +79,7 @@ def test_honeypot_claim_contradicted_when_uncertainty_is_above_random(tmp_path):
     below = _row(rows, "three-runs-margin-below-random")
     p = float(below.figures.split("P(3-run mean of margin < random's) = ")[1][:5])
     assert below.verdict == "support" and 0.05 < p < 0.25
-    assert "splice: not testable here" in below.figures
+    assert "splice-full: fewer than" in below.figures and "--dataset splice-full" in below.figures  # no Splice runs stored
 
 
 def test_three_run_claim_contradicted_when_runs_do_not_vary(tmp_path):
@@ -93,7 +93,7 @@ def test_claims_without_trials_are_not_testable_and_the_papers_own_figures_are_c
     assert _row(rows, "runs-needed").verdict == "not testable here"
     ranks = _row(rows, "three-run-rank-change")
     # Tables 4 and 5 move TypiClust on Splice by 4.3 ranks (5.7 vs 10.0) and Core-GCN by 4.4; the text says 4.7
-    assert "largest |Table 4 - Table 5| = 4.4 (coregcn on splice); typiclust on splice: 4.3" in ranks.figures
+    assert "largest |Table 4 - Table 5| = 4.4 (coregcn on splice-full); typiclust on splice-full: 4.3" in ranks.figures
     assert ranks.verdict == "contradiction"
     assert "oracle - best method = +0.0320 AUC on average" in _row(rows, "oracle-lift").figures
 

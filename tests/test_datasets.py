@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from audit.engine import datasets as D
-from audit.engine.datasets import DataError, DatasetInfo
+from audit.engine.datasets import DatasetInfo
+from tests.conftest import one_line_error
 
 BINARY = ("appendicitis sonar parkinsons ex8b heart haberman ionosphere clean1 breast wdbc "
           "australian diabetes mammographic ex8a tic german splice gcloudb gcloudub checkerboard "
@@ -35,14 +36,6 @@ def sonar_copy(tmp_path):
     return d / "sonar-svmstyle.txt"
 
 
-def one_line_error(fn, *args, **kw) -> str:
-    with pytest.raises(DataError) as exc:
-        fn(*args, **kw)
-    msg = str(exc.value)
-    assert msg and "\n" not in msg
-    return msg
-
-
 def register(monkeypatch, tmp_path, lines, task, n_classes=2, d=3):
     """Write a tiny LIBSVM file and register it as 'tiny' (checksum not pinned)."""
     text = "".join(line + "\n" for line in lines)
@@ -55,12 +48,13 @@ def register(monkeypatch, tmp_path, lines, task, n_classes=2, d=3):
 
 # --- registry -------------------------------------------------------------------------------
 
-FILES = {name: info for name, info in D.REGISTRY.items() if not info.generator}
+FILES = {name: info for name, info in D.REGISTRY.items() if not info.generator and not info.parts}
 
 
 def test_registry_composition():
     assert len(FILES) == 34
     assert D.names(task="synthetic") == ["threeclust", "divergingsin"]  # tests/test_synthetic.py
+    assert D.names(task="train-test") == ["splice-full", "dna", "usps"]  # tests/test_train_test_data.py
     assert D.names(task="binary") == BINARY
     assert D.names(task="multiclass") == MULTICLASS
     for name, info in FILES.items():

@@ -219,7 +219,7 @@ def summarise_plan(plan: SummaryPlan, request: SummaryRequest) -> dict[str, Any]
     for dataset in plan.datasets:
         data = load_dataset(dataset, request.data_dir)
         files[dataset] = {"n": data.info.n, "d": data.info.d, "sha256": data.info.sha256}
-        seeds, skipped_seeds = plan_seeds(protocol, data.y, request.trials)
+        seeds, skipped_seeds = plan_seeds(protocol, data.y, request.trials, data)  # a set with its own split: its draws
         seeds_of[dataset] = seeds
         if not seeds:
             skipped[dataset] = skipped_seeds[0][1] if skipped_seeds else "no seed tried"

@@ -61,7 +61,7 @@ def _test_in_train(protocol, name: str, data_dir: str | None) -> int | None:
     from audit.engine.splits import make_split
 
     data = load_dataset(name, data_dir)
-    split = make_split(protocol, data.y, 0)
+    split = make_split(protocol, data.y, 0, data.given)
     if isinstance(split, str):
         return None
     return test_rows_seen_in_training(data.X, split.test, np.concatenate([split.labeled, split.pool]))

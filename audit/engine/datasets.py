@@ -6,19 +6,22 @@ several files are sorted by label, and pool order changes what a seeded protocol
 """
 from __future__ import annotations
 
+import bz2
 import fcntl
 import functools
 import hashlib
 import http.client
+import json
 import math
 import os
 import stat
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import BinaryIO, Sequence
+from typing import BinaryIO, Callable, Sequence
 
 import numpy as np
 
@@ -34,6 +37,39 @@ REPO_DATA_DIR = SHARED_DATA_DIR
 
 class DataError(AuditError):
     """A data set is unknown, missing, corrupt or unparsable; the message is one line."""
+
+
+LIBSVM_SITE = "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets"
+# Upper bounds, not sizes: the sizes of the train/test files below are not known to al-audit
+# (docs/data.md). A download or read stops one byte past them, a .bz2 file's text likewise.
+PUBLISHED_MAX_BYTES = 64 << 20
+DECOMPRESSED_MAX_BYTES = 256 << 20
+# al-audit's own record of a train/test file's SHA-256 and size at its first fetch, beside it.
+PIN_SUFFIX = ".al-audit-pin.json"
+
+
+@dataclass(frozen=True)
+class PublishedFile:
+    """One file of a set published as train and test files on the LIBSVM site, kept as
+    published (a .bz2 file is decompressed when loaded, so its checksum is the published
+    bytes'). ``sha256`` "" means not pinned by the registry: the published checksum could not
+    be read where the registry was written, so the file is pinned at its first fetch instead."""
+
+    name: str
+    site_dir: str  # the LIBSVM site's directory: "binary" or "multiclass"
+    sha256: str = ""
+
+
+@dataclass(frozen=True)
+class TrainTestFiles:
+    """A predefined split: the train files' rows (in this order), then the test files'."""
+
+    train: tuple[PublishedFile, ...]
+    test: tuple[PublishedFile, ...]
+
+    @property
+    def files(self) -> tuple[PublishedFile, ...]:
+        return self.train + self.test
 
 
 @dataclass(frozen=True)
@@ -60,6 +96,11 @@ class DatasetInfo:
     # ``file`` is empty, ``sha256`` the checksum of data seed 0's draw (Draw.checksum), ``task``
     # "synthetic" (so protocols for published files never pick it up) and n_bytes 0.
     generator: str | None = None
+    # A set published as train and test files (task "train-test"): ``file`` and ``size`` are
+    # empty, and n, n_classes, class_counts, imbalance_ratio, sha256, n_bytes 0 or empty where
+    # the registry does not know them; a loaded Dataset's info has them from the files (sha256:
+    # of the lines "<file's sha256>  <file>", so it changes with any file).
+    parts: TrainTestFiles | None = None
 
 
 # Generated once from the files in the shared data directory (sha256 as in SHA256SUMS).
@@ -187,8 +228,34 @@ REGISTRY.update({
         generator="divergingsin"),
 })
 
+
+
+def _train_test(name: str, d: int, n_classes: int, site_dir: str, train: tuple[str, ...],
+                test: tuple[str, ...]) -> DatasetInfo:
+    """A registry entry for a set published as train and test files: only its feature count
+    (and class count where stated) is known; everything else comes from the files."""
+    parts = TrainTestFiles(tuple(PublishedFile(f, site_dir) for f in train),
+                           tuple(PublishedFile(f, site_dir) for f in test))
+    return DatasetInfo(name, "", 0, d, n_classes, (), 0.0, "", 0, "train-test", "", parts=parts)
+
+
+# CDALBench's tabular sets (Appendix E: LibSVMTools' predefined train/test splits), the files
+# and feature counts its released loaders read (wernerth94/A-Cross-Domain-Benchmark-for-Active-
+# Learning, datasets/splice.py, dna.py, usps.py: load_svmlight_file(..., n_features=60/180/256)).
+# splice: binary/splice + splice.t, labels -1/+1 (core/data.py postprocess_svm_data's binary
+# case); the shared `splice` file above is the 1,000-row train part only. dna: the train part is
+# dna.scale.tr alone (the loader names dna.scale.val but never downloads it). usps: usps.bz2 +
+# usps.t.bz2. Multi-class labels are 1..K with every class in the train part (core/data.py
+# postprocess_svm_data asserts it). Row and class counts are not printed there: the files give them.
+REGISTRY.update({
+    "splice-full": _train_test("splice-full", 60, 2, "binary", ("splice",), ("splice.t",)),
+    "dna": _train_test("dna", 180, 0, "multiclass", ("dna.scale.tr",), ("dna.scale.t",)),
+    "usps": _train_test("usps", 256, 0, "multiclass", ("usps.bz2",), ("usps.t.bz2",)),
+})
+
 # Names people use for a set that the registry spells differently.
-ALIASES = {"tictactoe": "tic", "honeypot": "threeclust", "diverging-sine": "divergingsin"}
+ALIASES = {"tictactoe": "tic", "honeypot": "threeclust", "diverging-sine": "divergingsin",
+           "splice-cdalbench": "splice-full"}
 
 
 def names(task: str | Sequence[str] | None = None, size: str | None = None) -> list[str]:
@@ -219,13 +286,32 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
     A directory the user named explicitly must exist; silently falling back would load
     different files than the ones asked for.
     """
+    named = _named_data_dir(data_dir)
+    if named is not None:
+        return named
+    return REPO_DATA_DIR if REPO_DATA_DIR.is_dir() else user_cache_dir()
+
+
+def _named_data_dir(data_dir: str | os.PathLike | None) -> Path | None:
+    """The directory named by the argument or $AL_AUDIT_DATA_DIR (it must exist), else None."""
     for value, origin in ((data_dir, ""), (os.environ.get(DATA_DIR_ENV), f" (from ${DATA_DIR_ENV})")):
         if value is not None and str(value) != "":
             path = Path(value).expanduser()
             if not path.is_dir():
                 raise DataError(f"data directory not found: {path}{origin}")
             return path.resolve()
-    return REPO_DATA_DIR if REPO_DATA_DIR.is_dir() else user_cache_dir()
+    return None
+
+
+def train_test_dir(info: DatasetInfo, data_dir: str | os.PathLike | None = None) -> Path:
+    """Where a train/test set's files are: the directory named (argument, $AL_AUDIT_DATA_DIR),
+    else the data directory if it holds the first train file, else the user cache, where
+    `audit datasets --fetch` puts them (the shared checkout does not hold these sets)."""
+    named = _named_data_dir(data_dir)
+    if named is not None:
+        return named
+    default = resolve_data_dir()
+    return default if (default / info.parts.train[0].name).exists() else user_cache_dir()
 
 
 @dataclass(frozen=True, eq=False)
@@ -238,9 +324,14 @@ class Dataset:
     y: np.ndarray
     classes: tuple[str, ...]
     path: Path
+    # A train/test set's own split (the same for every seed): the train files' rows, then the test files'
+    given: Draw | None = None
 
     def draw(self, data_seed: int) -> "Draw | None":
-        """A generated set's draw for ``data_seed`` (None for a file: its rows never change)."""
+        """A generated set's draw for ``data_seed``; a train/test set's fixed split whatever the
+        seed; None for a single file: its rows never change."""
+        if self.given is not None:
+            return self.given
         return draw(self.info.generator, data_seed) if self.info.generator else None
 
 
@@ -285,6 +376,11 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None, verify: b
     info = get_info(name)
     if info.generator:
         return _generated(info, verify)
+    if info.parts:
+        directory = train_test_dir(info, data_dir)
+        # every file's and pin's size and mtime in the key: a file replaced in place is re-read
+        return _load_train_test(info, directory, verify, tuple(_stat_key(directory / f.name, info)
+                                                               for f in info.parts.files))
     path = resolve_data_dir(data_dir) / info.file
     try:
         st = path.stat()
@@ -330,6 +426,148 @@ def _generated(info: DatasetInfo, verify: bool) -> Dataset:
         _check_sha256(f"the {info.name} generator's draw for data seed 0", first.checksum(), info.sha256)
     return Dataset(info, first.X, first.y, tuple(sorted((label for label, _ in info.class_counts), key=float)),
                    Path(f"generated:{info.name}"))
+
+
+def _stat_key(path: Path, info: DatasetInfo) -> tuple[int, int, int, int]:
+    """(mtime, size) of a train/test file and of its pin; a missing file is one line."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise DataError(f"{info.name} is not present ({path} not found): "
+                        f"audit datasets --fetch {info.name}") from None
+    except OSError as e:
+        raise DataError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        pin = _pin_path(path).stat()
+        return st.st_mtime_ns, st.st_size, pin.st_mtime_ns, pin.st_size
+    except OSError:
+        return st.st_mtime_ns, st.st_size, 0, 0
+
+
+@functools.lru_cache(maxsize=8)
+def _load_train_test(info: DatasetInfo, directory: Path, verify: bool, _stats: tuple) -> Dataset:
+    """The train files' rows then the test files', each file checked against its published
+    checksum or else its pin (``verify``), every file as wide as the loaders read it."""
+    blocks, labels, digests, n_bytes = [], [], [], 0
+    n_train = 0
+    for part in info.parts.files:
+        path = directory / part.name
+        data = _read(path, PUBLISHED_MAX_BYTES)
+        digest = hashlib.sha256(data).hexdigest()
+        if verify:
+            _check_sha256(path, digest, _expected_sha256(path, part, info))
+        X, part_labels = _part_rows(data, path, info)
+        blocks.append(X)
+        labels += part_labels
+        digests.append(f"{digest}  {part.name}\n")
+        n_bytes += len(data)
+        n_train += len(part_labels) if part in info.parts.train else 0
+    X = np.concatenate(blocks)
+    y, classes = _train_test_labels(labels, n_train, info, directory)
+    counts = np.bincount(y, minlength=len(classes))
+    by_count = list(zip(classes, counts.tolist()))
+    known = replace(info, n=int(y.size), n_classes=len(classes),
+                    class_counts=tuple(reversed(by_count)) if len(classes) == 2 else tuple(by_count),
+                    imbalance_ratio=round(float(counts.max() / counts.min()), 2),
+                    sha256=hashlib.sha256("".join(digests).encode()).hexdigest(), n_bytes=n_bytes,
+                    size="small" if y.size < 2000 else "large")
+    ids = np.arange(y.size)
+    for array in (X, y, ids):
+        array.flags.writeable = False
+    return Dataset(known, X, y, classes, directory, Draw(X, y, ids[n_train:], ids[:n_train]))
+
+
+def _part_rows(data: bytes, path: Path, info: DatasetInfo) -> tuple[np.ndarray, list[str]]:
+    """One train/test file's rows, as wide as the set's feature count (the loaders'
+    ``n_features``): a file whose last features are all zero is narrower, a wider one is refused."""
+    X, labels = _parse(_decompressed(data, path), path)
+    if X.shape[1] > info.d:
+        raise DataError(f"{path} has feature index {X.shape[1]}; {info.name} has {info.d} features")
+    if info.n_classes == 2:
+        try:
+            encode_labels(labels, "binary")
+        except DataError as e:
+            raise DataError(f"cannot load {path}: {e}") from None
+    return np.pad(X, ((0, 0), (0, info.d - X.shape[1]))), labels
+
+
+def _train_test_labels(labels: list[str], n_train: int, info: DatasetInfo,
+                       directory: Path) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Labels encoded over both parts; every class must be in the train part, and a multi-class
+    set's labels must be 1..K (as the released loader asserts)."""
+    y, classes = encode_labels(labels, "binary" if info.n_classes == 2 else None)
+    where = f"{info.name} in {directory}"
+    if info.n_classes and len(classes) != info.n_classes:
+        raise DataError(f"{where} has {len(classes)} classes; the registry expects {info.n_classes}")
+    if np.unique(y[:n_train]).size != len(classes):
+        raise DataError(f"{where}: the test files have a label the train files lack")
+    if info.n_classes != 2 and [float(c) for c in classes] != list(range(1, len(classes) + 1)):
+        raise DataError(f"{where} has labels {', '.join(classes)}; its loader expects 1..K")
+    return y, classes
+
+
+def _decompressed(data: bytes, path: Path) -> bytes:
+    """A .bz2 file's text (every stream of it), at most DECOMPRESSED_MAX_BYTES; others as they are."""
+    if not path.name.endswith(".bz2"):
+        return data
+    text, rest = bytearray(), data
+    try:
+        while rest:
+            stream = bz2.BZ2Decompressor()
+            text += stream.decompress(rest, max_length=DECOMPRESSED_MAX_BYTES + 1 - len(text))
+            if len(text) > DECOMPRESSED_MAX_BYTES:
+                raise DataError(f"{path} decompresses to more than {DECOMPRESSED_MAX_BYTES} bytes; "
+                                "it is not the published file")
+            if not stream.eof:
+                raise DataError(f"cannot decompress {path}: it ends inside a bz2 stream (cut off)")
+            rest = stream.unused_data
+    except (OSError, EOFError) as e:
+        raise DataError(f"cannot decompress {path}: {e}") from None
+    return bytes(text)
+
+
+def _pin_path(path: Path) -> Path:
+    return path.with_name(path.name + PIN_SUFFIX)
+
+
+def read_pin(path: Path) -> dict | None:
+    """al-audit's pin of a train/test file (written at its first fetch), None when absent."""
+    pin = _pin_path(path)
+    if not os.path.lexists(pin):
+        return None
+    try:
+        record = json.loads(_read(pin, 1 << 12))
+        if not isinstance(record, dict) or len(str(record.get("sha256", ""))) != 64:
+            raise ValueError("no sha256")
+    except (ValueError, UnicodeDecodeError) as e:
+        raise DataError(f"{pin} is not an al-audit pin ({e}); al-audit does not replace it") from None
+    return record
+
+
+def _expected_sha256(path: Path, part: PublishedFile, info: DatasetInfo) -> str:
+    """The published checksum where the registry has it, else the file's pin."""
+    if part.sha256:
+        return part.sha256
+    record = read_pin(path)
+    if record is None:
+        raise DataError(f"{path} is not pinned (no {_pin_path(path).name}: al-audit pins a file of "
+                        f"{info.name} when it fetches it): audit datasets --fetch {info.name}")
+    return record["sha256"]
+
+
+def _write_pin(path: Path, digest: str, n_bytes: int, url: str) -> None:
+    """Record a fetched file's checksum beside it; an existing pin is never replaced."""
+    record = {"file": path.name, "sha256": digest, "n_bytes": n_bytes, "source": url,
+              "pinned_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "meaning": "trust on first fetch: the published checksum was not known to al-audit"}
+    try:
+        with open(os.open(_pin_path(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "w") as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
+    except FileExistsError:
+        pass  # pinned before: the download was checked against it
+    except OSError as e:
+        raise DataError(f"cannot write the pin of {path}: {e.strerror or e}") from None
 
 
 _NOT_REGULAR = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device",
@@ -436,6 +674,8 @@ def dataset_status(name: str, data_dir: str | os.PathLike | None = None) -> dict
             return {**out, "status": "generator differs", "problem": str(e)}
         return {**out, "present": True, "verified": True, "path": str(data.path), "status": "ok",
                 "label_runs": label_runs(data.y), "duplicate_rows": duplicate_rows(data.X, data.y)}
+    if info.parts:
+        return _train_test_status(info, out, data_dir)
     try:
         path = resolve_data_dir(data_dir) / info.file
     except DataError as e:
@@ -458,20 +698,54 @@ def dataset_status(name: str, data_dir: str | os.PathLike | None = None) -> dict
     return out
 
 
-def fetch(name: str, cache_dir: str | os.PathLike | None = None) -> Path:
-    """Copy one file from the mirror at $AL_AUDIT_DATA_URL (any urllib URL, file:// too)
-    into the cache, so that only the published file ever appears under its real name.
+def _train_test_status(info: DatasetInfo, out: dict, data_dir: str | os.PathLike | None) -> dict:
+    """dataset_status of a train/test set: not present (how to fetch it), refused (why), or
+    loaded, with each file's pin ("pins") and the counts from the files."""
+    try:
+        directory = train_test_dir(info, data_dir)
+    except DataError as e:
+        return {**out, "problem": str(e)}
+    out = {**out, "path": str(directory), "pins": []}
+    if not all((directory / part.name).exists() for part in info.parts.files):
+        return {**out, "status": "not present", "problem": f"not present (fetch: audit datasets --fetch {info.name})"}
+    out["present"] = True
+    try:
+        data = load_dataset(info.name, directory)
+    except DataError as e:
+        return {**out, "verified": False, "status": "refused", "problem": str(e)}
+    for part in info.parts.files:
+        pin = read_pin(directory / part.name)
+        out["pins"].append(f"{part.name}: published sha256 {part.sha256}" if part.sha256 else
+                           f"{part.name}: pinned at first fetch {pin['pinned_at']}, sha256 {pin['sha256']}")
+    known = {k: v for k, v in asdict(data.info).items() if k in ("n", "n_classes", "class_counts",
+                                                                 "imbalance_ratio", "size", "sha256", "n_bytes")}
+    return {**out, **known, "verified": True, "status": "ok", "label_runs": label_runs(data.y),
+            "duplicate_rows": duplicate_rows(data.X, data.y)}
 
-    The download goes to al-audit's hidden ``.<file>.al-audit-partial`` beside it, stops
-    one byte past the registered size, and is linked under the real name once its checksum
-    matches. The partial is removed on any failure, Ctrl-C included; one left by a killed
-    fetch holds no lock and is reclaimed by the next. A file already under the real name is
-    never replaced: the published one is kept, anything else is refused.
+
+def fetch(name: str, cache_dir: str | os.PathLike | None = None) -> Path:
+    """Copy a data set's files from the mirror at $AL_AUDIT_DATA_URL (any urllib URL, file://
+    too; a train/test set's from the LIBSVM site when it is unset) into the cache, so that only
+    the published file ever appears under its real name. Returns the file, or a train/test
+    set's directory.
+
+    A download goes to al-audit's hidden ``.<file>.al-audit-partial`` beside it, stops one
+    byte past the registered size (a train/test file's bound), and is linked under the real
+    name once checked: against the registered checksum, else (a train/test file) against its
+    pin if one is left from an earlier fetch, and its rows parsed. A train/test file is then
+    pinned (``<file>.al-audit-pin.json``). The partial is removed on any failure, Ctrl-C
+    included; one left by a killed fetch holds no lock and is reclaimed by the next. A file
+    already under the real name is never replaced: the published (or pinned) one is kept,
+    anything else is refused.
     """
     info = get_info(name)
     if info.generator:
         raise DataError(f"{info.name} is generated per data seed: there is no file to fetch")
     target_dir = Path(cache_dir).expanduser() if cache_dir is not None else user_cache_dir()
+    if info.parts:
+        for part in info.parts.files:
+            _fetch_part(info, part, target_dir)
+        return target_dir
     dest = target_dir / info.file
     if os.path.lexists(dest):
         return _keep_published(dest, info)
@@ -479,7 +753,54 @@ def fetch(name: str, cache_dir: str | os.PathLike | None = None) -> Path:
     if not base:
         raise DataError(f"no download source configured: set {DATA_URL_ENV} to a mirror of the LIBSVM files")
     url = base.rstrip("/") + "/" + urllib.parse.quote(info.file)
-    partial = target_dir / f".{info.file}.al-audit-partial"
+    if not _fetch_into(dest, url, info.n_bytes, lambda _, digest: _check_sha256(url, digest, info.sha256)):
+        return _keep_published(dest, info)
+    return dest
+
+
+def _fetch_part(info: DatasetInfo, part: PublishedFile, target_dir: Path) -> None:
+    """Fetch one train/test file (from the mirror if set, else the LIBSVM site) and pin it."""
+    dest = target_dir / part.name
+    if not os.path.lexists(dest):
+        base = os.environ.get(DATA_URL_ENV, "").strip()
+        url = (base.rstrip("/") + "/" + urllib.parse.quote(part.name) if base
+               else f"{LIBSVM_SITE}/{part.site_dir}/{urllib.parse.quote(part.name)}")
+        received: list[tuple[str, int]] = []
+
+        def check(partial: Path, digest: str) -> None:
+            expected = part.sha256 or (read_pin(dest) or {}).get("sha256")
+            if expected:  # the published checksum, or the pin of an earlier fetch
+                _check_sha256(url, digest, expected)
+            data = _read(partial, PUBLISHED_MAX_BYTES)
+            try:
+                _part_rows(data, dest, info)
+            except DataError as e:
+                raise DataError(f"download of {url} refused: {e}") from None
+            received.append((digest, len(data)))
+
+        if _fetch_into(dest, url, PUBLISHED_MAX_BYTES, check):
+            _write_pin(dest, *received[0], url)
+            return
+    expected = part.sha256 or (read_pin(dest) or {}).get("sha256")
+    if not expected:
+        raise DataError(f"{dest} was not fetched by al-audit (no {_pin_path(dest).name}); "
+                        f"al-audit does not replace it: move it away to fetch {info.name}")
+    try:
+        _check_sha256(dest, _sha256_of(dest), expected)
+    except DataError as e:
+        raise DataError(f"{e}; al-audit does not replace it: move it away to fetch {info.name}") from None
+
+
+def _sha256_of(path: Path) -> str:
+    return hashlib.sha256(_read(path, PUBLISHED_MAX_BYTES)).hexdigest()
+
+
+def _fetch_into(dest: Path, url: str, max_bytes: int, check: Callable[[Path, str], None]) -> bool:
+    """Download ``url`` into al-audit's partial beside ``dest``, ``check(partial, sha256)`` it
+    (a DataError refuses it) and link it under ``dest``. False when a file appeared under
+    ``dest`` meanwhile: it is left as it is, for the caller to judge."""
+    target_dir = dest.parent
+    partial = target_dir / f".{dest.name}.al-audit-partial"
     try:
         target_dir.mkdir(parents=True, exist_ok=True)
         out = _claim_partial(partial)
@@ -487,17 +808,18 @@ def fetch(name: str, cache_dir: str | os.PathLike | None = None) -> Path:
         raise DataError(f"cannot write to cache directory {target_dir}: {e.strerror or e}") from None
     with out:
         try:
-            _check_sha256(url, _download(url, out, info.n_bytes), info.sha256)
+            digest = _download(url, out, max_bytes)
             out.flush()
+            check(partial, digest)
             os.link(partial, dest)  # unlike a rename, never replaces a file that appeared meanwhile
         except FileExistsError:
-            return _keep_published(dest, info)
+            return False
         except (OSError, ValueError, http.client.HTTPException) as e:  # URLError, HTTPError, IncompleteRead
             reason = getattr(e, "reason", None) or getattr(e, "strerror", None) or e
             raise DataError(f"download of {url} failed: {reason}") from None
         finally:
             os.unlink(partial)  # still ours: we hold its lock
-    return dest
+    return True
 
 
 def _keep_published(dest: Path, info: DatasetInfo) -> Path:
@@ -559,13 +881,15 @@ def format_registry_table(statuses: list[dict]) -> str:
     for s in statuses:
         counts = [c for _, c in s["class_counts"]]
         many_equal = len(counts) > 6 and len(set(counts)) == 1
-        classes = f"{len(counts)}x{counts[0]}" if many_equal else "/".join(map(str, counts))
+        classes = f"{len(counts)}x{counts[0]}" if many_equal else "/".join(map(str, counts)) or "?"
         status = s.get("status") or ("ok" if s.get("verified") else "missing")
         counts = [s.get(key) for key in ("label_runs", "duplicate_rows", "test_in_train")]
         differs = s.get("paper_differences")
         papers = ("differs" + " (!)" * any(d.endswith("(no paper agrees)") for d in differs)) if differs else "ok"
-        rows.append((s["name"], s["task"], str(s["n"]), str(s["d"]), classes, f"{s['imbalance_ratio']:.2f}",
-                     s["size"], status, *("-" if c is None else str(c) for c in counts), papers))
+        known = bool(s["n"])  # a train/test set not loaded: the registry knows only d
+        rows.append((s["name"], s["task"], str(s["n"]) if known else "?", str(s["d"]), classes,
+                     f"{s['imbalance_ratio']:.2f}" if known else "?", s["size"] or "?", status,
+                     *("-" if c is None else str(c) for c in counts), papers))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     right = {2, 3, 5, 8, 9, 10}
 
@@ -577,6 +901,11 @@ def format_registry_table(statuses: list[dict]) -> str:
     notes = ["", "Properties that differ from the papers (zhan2021 Table 2; [60]'s Table 2 -> new version in "
              "lu2023 Table 5); (!) = no paper agrees: replays on that file cannot be compared trial by trial "
              "with the papers' runs:", *flags] if flags else []
+    pairs = [f"{s['name']}: {'; '.join(s['pins']) if s.get('pins') else s['problem']}"
+             for s in statuses if s["task"] == "train-test"]
+    if pairs:
+        notes += ["", "Train/test sets (the published files' checksums are not known to al-audit: each file is "
+                  "pinned at its first fetch, docs/data.md):", *pairs]
     return "\n".join([line(header), line(tuple("-" * w for w in widths))] + [line(r) for r in rows[1:]] + notes)
 
 

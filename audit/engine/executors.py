@@ -30,25 +30,26 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from audit.engine.runner import TrialResult, TrialTask, execute_task
+from audit.engine.synthetic import Draw
 from audit.engine.workers import context as worker_context
 from audit.engine.workers import run_on_dask_worker
 from audit.errors import AuditError
 
-Arrays = tuple[np.ndarray, np.ndarray]
+Arrays = tuple[np.ndarray, np.ndarray, Draw | None]  # X, y and a train/test set's own split
 TrialFunction = Callable[[TrialTask, Arrays], TrialResult]
 EXECUTORS = ("local", "dask")
 DEFAULT_RETRIES = 2
 
 
 def load_task_data(tasks: Iterable[TrialTask]) -> dict[str, Arrays]:
-    """(X, y) of every data set the tasks name, each loaded (and checksum-verified) once."""
+    """(X, y, own split) of every data set the tasks name, each loaded (and checksum-verified) once."""
     from audit.engine.datasets import load_dataset
 
     data: dict[str, Arrays] = {}
     for task in tasks:
         if task.dataset not in data:
             loaded = load_dataset(task.dataset, task.data_dir)
-            data[task.dataset] = (loaded.X, loaded.y)
+            data[task.dataset] = (loaded.X, loaded.y, loaded.given)
     return data
 
 
@@ -78,7 +79,7 @@ class Executor:
 
     def __init__(self, retries: int = DEFAULT_RETRIES, trial_function: TrialFunction = execute_task):
         """``retries``: extra attempts of a task whose attempt failed outside the trial's
-        own code. ``trial_function(task, (X, y))`` runs one task on a worker (tests
+        own code. ``trial_function(task, (X, y, given))`` runs one task on a worker (tests
         inject faults through it; it must be importable by the workers)."""
         if retries < 0:
             raise AuditError(f"--retries must be 0 or more, not {retries}")

@@ -33,6 +33,7 @@ from adapters import MISSING
 from adapters.base import QueryStrategy, TrialView
 from audit.engine.metrics import METRICS, get_variant, round_metrics
 from audit.engine.splits import TrialSplit, make_split, subsystem_seed, trial_rows
+from audit.engine.synthetic import Draw
 from audit.errors import AuditError
 from audit.fast import policy as fast_policy
 from audit.protocols import Protocol, StrategySpec
@@ -164,7 +165,7 @@ def _time_limit(seconds: float | None):
 
 def run_trial(
     protocol: Protocol, dataset_name: str, X: np.ndarray, y: np.ndarray, strategy_id: str, trial_seed: int,
-    time_limit: float | None = None, jobs: int = 1, companions: tuple[Protocol, ...] = (),
+    time_limit: float | None = None, jobs: int = 1, companions: tuple[Protocol, ...] = (), given: Draw | None = None,
 ) -> TrialResult:
     """Replay one trial; a failure of the strategy or its library becomes an error result,
     a trial over ``time_limit`` seconds a "tle" result (as lu2023 Table 3 reports TLE).
@@ -175,6 +176,7 @@ def run_trial(
     (the columns of a compatibility grid). The queries do not depend on the task model,
     so each companion's task model is trained and scored on this trial's queries, and its
     result, the one a replay under the companion would give, is in ``result.companions``.
+    ``given``: a train/test set's own split (``Dataset.given``), its rows ``X``, ``y``.
     """
     protocol = protocol.for_dataset(dataset_name)
     companions = tuple(c.for_dataset(dataset_name) for c in companions)
@@ -192,7 +194,8 @@ def run_trial(
             warnings.simplefilter("default")
             warnings.filterwarnings("ignore", message="The `probability` parameter was deprecated",
                                     category=FutureWarning)
-            runs = _replay(protocol, X, y, protocol.strategy(strategy_id), trial_seed, jobs, companions, dataset_name)
+            runs = _replay(protocol, X, y, protocol.strategy(strategy_id), trial_seed, jobs, companions, dataset_name,
+                           given)
         variant = get_variant(protocol.aubc_variant)
         for each, rounds in zip(results, runs):
             n_labeled = [r.n_labeled for r in rounds]
@@ -278,14 +281,16 @@ def file_label_values(dataset_name: str) -> dict[int, int]:
 
 
 def _replay(protocol: Protocol, X: np.ndarray, y: np.ndarray, spec: StrategySpec, trial_seed: int,
-            jobs: int = 1, companions: tuple[Protocol, ...] = (), dataset_name: str = "") -> list[list[RoundRecord]]:
+            jobs: int = 1, companions: tuple[Protocol, ...] = (), dataset_name: str = "",
+            given: Draw | None = None) -> list[list[RoundRecord]]:
     """The rounds of the trial under ``protocol``, then under each companion (see run_trial)."""
     strategy_cls = adapters.strategy_class(spec.implementation)
     _check_companions(protocol, spec, strategy_cls, companions)
     from audit.engine.datasets import REGISTRY  # as file_label_values: not at import time
 
     info = REGISTRY.get(dataset_name)
-    X, y, drawn = trial_rows(protocol, X, y, info.generator if info is not None else None, dataset_name, trial_seed)
+    X, y, drawn = trial_rows(protocol, X, y, info.generator if info is not None else None, dataset_name, trial_seed,
+                             given)
     split = make_split(protocol, y, trial_seed, drawn)
     if isinstance(split, str):
         raise AuditError(f"trial seed {trial_seed} is not valid for this protocol: {split}")
@@ -406,14 +411,14 @@ class TrialTask:
     companions: tuple[Protocol, ...] = ()  # protocols scored on the same queries (run_trial)
 
 
-def execute_task(task: TrialTask, arrays: tuple[np.ndarray, np.ndarray] | None = None) -> TrialResult:
-    """Run one task; ``arrays`` is the data set's (X, y) already shipped to this worker,
-    None loads it here."""
+def execute_task(task: TrialTask, arrays: tuple[np.ndarray, np.ndarray, Draw | None] | None = None) -> TrialResult:
+    """Run one task; ``arrays`` is the data set's (X, y, its own split or None) already shipped
+    to this worker, None loads it here."""
     if arrays is None:
         from audit.engine.datasets import load_dataset
 
         data = load_dataset(task.dataset, task.data_dir)
-        arrays = data.X, data.y
-    X, y = arrays
+        arrays = data.X, data.y, data.given
+    X, y, given = arrays
     return run_trial(task.protocol, task.dataset, X, y, task.strategy, task.trial_seed, task.time_limit, task.jobs,
-                     task.companions)
+                     task.companions, given)

@@ -233,23 +233,25 @@ def _released_split(spec: SplitSpec, y: np.ndarray, trial_seed: int) -> TrialSpl
 
 
 def trial_rows(protocol: Protocol, X: np.ndarray, y: np.ndarray, generator: str | None, name: str,
-               trial_seed: int) -> tuple[np.ndarray, np.ndarray, Draw | None]:
+               trial_seed: int, given: Draw | None = None) -> tuple[np.ndarray, np.ndarray, Draw | None]:
     """(X, y, draw) one trial sees: a generated set's (``generator``) draw for the trial's data
-    seed; a file's own rows ``X``, ``y`` after the protocol's preprocessing (``[data] preprocess``,
-    audit.engine.preprocess), with no draw. The planner and the runner both take the rows here."""
-    if not generator:
+    seed; a train/test set's own split ``given`` (its rows are ``X``, ``y``); a file's own rows
+    ``X``, ``y`` after the protocol's preprocessing (``[data] preprocess``, audit.engine.preprocess),
+    with no draw. The planner and the runner both take the rows here."""
+    if not generator and given is None:
         X, y = prepare(protocol.preprocess, X, y, name)
         return X, y, None
     if protocol.preprocess != "none":  # it may drop rows, and the draw's test rows are indices
+        kind = "a generated data set" if generator else "split into published train and test files"
         raise AuditError(f"protocol '{protocol.name}' preprocesses files ([data] preprocess = "
-                         f"\"{protocol.preprocess}\"); '{name}' is a generated data set")
-    drawn = draw(generator, data_seed(protocol, trial_seed))
+                         f"\"{protocol.preprocess}\"); '{name}' is {kind}")
+    drawn = given if given is not None else draw(generator, data_seed(protocol, trial_seed))
     return drawn.X, drawn.y, drawn
 
 
 def seed_split(protocol: Protocol, data, trial_seed: int) -> tuple[np.ndarray, np.ndarray, TrialSplit | str]:
     """(X, y, split) of one trial on a loaded data set (:func:`trial_rows`, then the split)."""
-    X, y, drawn = trial_rows(protocol, data.X, data.y, data.info.generator, data.info.name, trial_seed)
+    X, y, drawn = trial_rows(protocol, data.X, data.y, data.info.generator, data.info.name, trial_seed, data.given)
     return X, y, make_split(protocol, y, trial_seed, drawn)
 
 
