@@ -120,6 +120,16 @@ def test_initial_missing_class(zhan, released):
     assert not d.initial_missing_class(released, sonar).triggered
 
 
+def test_initial_draws_of_a_generated_set_are_checked_on_its_own_draws():
+    # a redraw rule on Honeypot: 10 initial rows almost never miss one of its two classes; the
+    # check needs each trial's draw (its given test rows), without which every seed would look redrawn
+    cdalbench = load_protocol("cdalbench")
+    redraw = dataclasses.replace(cdalbench, split=dataclasses.replace(
+        cdalbench.split, initial_rule="redraw", initial_labels=10, min_per_class=1))
+    finding = d.initial_missing_class(redraw, load_dataset("threeclust"))
+    assert finding.evidence["redrawn"] == 0 and not finding.triggered
+
+
 def test_train_test_duplicates(lu2023):
     assert d.train_test_duplicates(lu2023, _data("breast")).triggered
     assert not d.train_test_duplicates(lu2023, _data("sonar")).triggered

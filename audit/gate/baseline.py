@@ -25,7 +25,7 @@ from audit.engine.replay import (
     execute_replay,
     plan_replay,
 )
-from audit.engine.splits import make_split
+from audit.engine.splits import seed_split
 from audit.engine.store import ResultStore, code_hash
 from audit.errors import AuditError
 from audit.gate.suite import Suite, with_strategies
@@ -189,7 +189,7 @@ def replay_cells(protocol: Protocol, datasets: Iterable[str], strategies: Iterab
                 raise AuditError("no strategy of the suite can run here")
             plan = plan_replay(request, log)
             if wanted is not None:
-                invalid = [(s, why) for s in wanted if isinstance(why := make_split(protocol, plan.data.y, s), str)]
+                invalid = [(s, why) for s in wanted if isinstance(why := seed_split(protocol, plan.data, s)[2], str)]
                 if strict and invalid:
                     raise AuditError(f"trial seed {invalid[0][0]} is not valid for '{ds}': {invalid[0][1]}")
                 plan = dataclasses.replace(plan, seeds=list(wanted))  # invalid ones become error trials

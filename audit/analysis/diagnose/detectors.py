@@ -12,7 +12,7 @@ import numpy as np
 from audit.analysis.references import load_references, paper_sd_ddof
 from audit.engine.datasets import Dataset
 from audit.engine.runner import budget_for
-from audit.engine.splits import TrialSplit, make_split, plan_seeds, released_redraws, seed_split
+from audit.engine.splits import TrialSplit, plan_seeds, released_redraws, seed_split
 from audit.protocols import Protocol
 
 # Observed label runs below this fraction of the shuffled expectation: the pool is ordered.
@@ -133,7 +133,7 @@ def initial_missing_class(protocol: Protocol, data: Dataset | None) -> Finding:
         return Finding("initial-missing-class", True, f"{len(skipped)} planned seeds skipped "
                        f"(first: {skipped[0][1]})", evidence)
     if redraws:
-        need = sum(not _first_draw_ok(protocol, data.y, s) for s in seeds)
+        need = sum(not _first_draw_ok(protocol, data, s) for s in seeds)
         evidence["redrawn"] = need
         if need:
             return Finding("initial-missing-class", True, f"{need}/{len(seeds)} initial sets had to be "
@@ -141,14 +141,15 @@ def initial_missing_class(protocol: Protocol, data: Dataset | None) -> Finding:
     return Finding("initial-missing-class", False, "every initial set has every class on its first draw", evidence)
 
 
-def _first_draw_ok(protocol: Protocol, y: np.ndarray, seed: int) -> bool:
+def _first_draw_ok(protocol: Protocol, data: Dataset, seed: int) -> bool:
     """Would the first initial draw already satisfy the rule? The lu2023 split is replayed
-    with skip-seed (its initial generator is independent of the split's); the released
-    sequence records its redraws."""
+    with skip-seed (its initial generator is independent of the split's), on the trial's own
+    rows (a generated set's draw, a train/test set's files); the released sequence records
+    its redraws."""
     if protocol.split.method == "zhan2021-released":
-        return released_redraws(protocol.split, y, seed) == 0
+        return released_redraws(protocol.split, data.y, seed) == 0
     strict = replace(protocol, split=replace(protocol.split, initial_rule="skip-seed"))
-    return not isinstance(make_split(strict, y, seed), str)
+    return not isinstance(seed_split(strict, data, seed)[2], str)
 
 
 def train_test_duplicates(protocol: Protocol, data: Dataset | None) -> Finding:
