@@ -52,6 +52,14 @@ def test_synthetic_classifiers_train_as_the_released_code_did(cdalbench):
     assert cdalbench.paper_vs_code["task_model_by_dataset.divergingsin.patience"]["code"] == 50
 
 
+
+def test_tabular_mlps_are_built_as_the_released_dense_model_builds_table_7s(cdalbench):
+    for name in ("splice-full", "dna", "usps"):
+        assert cdalbench.for_dataset(name).task_model.params["hidden"] == [24, 24, 12]
+    assert cdalbench.paper_vs_code["task_model.hidden"] == {
+        "paper": "[24, 12]", "code": "[24, 24, 12]", "followed": "code",
+        "source": cdalbench.paper_vs_code["task_model.hidden"]["source"]}
+
 def test_later_knobs_keep_the_other_protocols_hashes(cdalbench):
     # lu2023's hash as stored before the knobs of this protocol existed (tests/test_knobs.py keeps the others)
     lu2023 = load_protocol("lu2023")
