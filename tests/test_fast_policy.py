@@ -10,12 +10,12 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import check_estimator
 
+from audit.fast import policy
 from audit.fast.forest import LeanForest, LeanForestRegressor
 from audit.fast.grid import LeanGridLR
 from audit.fast.linear import LeanLR
 from audit.fast.policy import (
     LIBRARY,
-    FastPathMixin,
     fast_path_verified,
     provenance,
     recording,
@@ -87,8 +87,8 @@ def test_parameters_validated_once_per_process_are_not_validated_again_and_bad_o
     y = np.arange(30) % 2
     LeanSVC(C=0.75, gamma="auto").fit(X, y)
     calls = []
-    original = FastPathMixin._validate_params
-    monkeypatch.setattr(FastPathMixin, "_validate_params", lambda self: calls.append(1) or original(self))
+    original = policy.validate_parameter_constraints
+    monkeypatch.setattr(policy, "validate_parameter_constraints", lambda *a, **k: calls.append(1) or original(*a, **k))
     LeanSVC(C=0.75, gamma="auto").fit(X, y)  # a fresh estimator, the same values: not validated again
     assert calls == []
     LeanSVC(C=0.76, gamma="auto").fit(X, y)  # new values: validated

@@ -11,7 +11,7 @@ from adapters.libact import libact_model
 from audit.engine.liblinear_ovr import OvRLogisticRegression
 from audit.engine.models import ModelSpec
 from audit.engine.runner import run_trial
-from audit.fast.linear import LeanLR
+from audit.fast.linear import LeanLR, fit_lbfgs_binary, lbfgs_binary_applies
 from audit.fast.policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
 from audit.protocols import load_protocol
 from tests.conftest import assert_same_replay
@@ -248,3 +248,67 @@ def test_alipys_eer_with_the_lean_lr_picks_what_it_picks_as_shipped(sonar):
     with plain_libraries():
         plain = run_trial(protocol, "sonar", sonar.X, sonar.y, "eer", 1)
     assert_same_replay(fast, plain, "lean-lr+lean-svc", "library")
+
+
+def _lbfgs_both(X, y, **params):
+    with warnings.catch_warnings(record=True) as expected_warnings:
+        warnings.simplefilter("always")
+        reference = LogisticRegression(**params).fit(X, y)
+    with warnings.catch_warnings(record=True) as lean_warnings:
+        warnings.simplefilter("always")
+        lean = fit_lbfgs_binary(LogisticRegression(**params), X, y)
+    assert [(w.category, str(w.message)) for w in lean_warnings] == \
+        [(w.category, str(w.message)) for w in expected_warnings]
+    return reference, lean
+
+
+def test_the_lean_lbfgs_fit_is_logistic_regressions_fit_on_random_problems():
+    rng = np.random.default_rng(44)
+    for _ in range(20):
+        n, d = int(rng.integers(6, 90)), int(rng.integers(1, 61))
+        X = rng.normal(size=(n, d)) * rng.uniform(0.1, 20)
+        y = np.r_[0, 1, rng.integers(0, 2, size=n - 2)] * 3 - 1  # labels -1 and 2
+        params = {"C": float(10.0 ** rng.integers(-4, 5)), "max_iter": int(rng.choice([3, 200])),
+                  "fit_intercept": bool(rng.integers(0, 2)), "random_state": 0}
+        assert lbfgs_binary_applies(LogisticRegression(**params), X, y)
+        reference, lean = _lbfgs_both(X, y, **params)
+        assert set(vars(lean)) == set(vars(reference))
+        for name in ("coef_", "intercept_", "classes_", "n_iter_"):
+            expected, got = getattr(reference, name), getattr(lean, name)
+            assert expected.dtype == got.dtype and expected.shape == got.shape and np.array_equal(expected, got), name
+        X_new = rng.normal(size=(9, d))
+        for method in ("decision_function", "predict", "predict_proba"):
+            assert np.array_equal(getattr(reference, method)(X_new), getattr(lean, method)(X_new)), method
+
+
+@pytest.mark.parametrize("params, X_kind", [({"C": np.inf}, "float64"), ({"class_weight": "balanced"}, "float64"),
+                                            ({"solver": "newton-cg"}, "float64"), ({"warm_start": True}, "float64"),
+                                            ({"l1_ratio": 0.5, "solver": "saga"}, "float64"),
+                                            ({}, "float32"), ({}, "fortran"), ({}, "three classes")])
+def test_what_the_lean_lbfgs_fit_does_not_cover_is_left_to_logistic_regression(params, X_kind):
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(30, 4))
+    y = np.arange(30) % (3 if X_kind == "three classes" else 2)
+    X = X.astype(np.float32) if X_kind == "float32" else np.asfortranarray(X) if X_kind == "fortran" else X
+    assert not lbfgs_binary_applies(LogisticRegression(**params), X, y)
+
+
+def test_the_lean_lbfgs_fit_rejects_bad_parameters_with_scikit_learns_error():
+    X, y = np.random.default_rng(3).normal(size=(20, 3)), np.arange(20) % 2
+    with pytest.raises(ValueError, match="'tol' parameter of LogisticRegression"):
+        fit_lbfgs_binary(LogisticRegression(tol=-1.0), X, y)
+
+
+def test_a_changed_loss_in_the_lean_lbfgs_fit_fails_the_grid_searchs_self_check(monkeypatch):
+    from audit.fast import linear
+    from audit.fast.grid import _agrees_with_grid_search
+
+    assert _agrees_with_grid_search()
+    original = linear._binary_loss_gradient
+
+    def summed_the_other_way(coef, loss, X, target, l2_reg_strength):
+        value, grad = original(coef, loss, X, target, l2_reg_strength)
+        return value * (1 + 1e-15), grad
+
+    monkeypatch.setattr(linear, "_binary_loss_gradient", summed_the_other_way)
+    assert not _agrees_with_grid_search()

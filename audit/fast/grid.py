@@ -9,14 +9,16 @@ a scorer object and ``accuracy_score``'s target checks. :class:`LeanGridLR` is a
 
 - the folds of ``check_cv(cv, y, classifier=True)`` (StratifiedKFold for an integer cv),
   in its split order, candidates outer and folds inner as GridSearchCV orders them;
-- each fold: a clone of the estimator with the candidate's C, ``LogisticRegression.fit``
-  on ``X[train]``, and its accuracy on ``X[test]`` (the mean of the exact 0/1 matches,
+- each fold: a copy of the estimator with the candidate's C, fitted on ``X[train]`` (two
+  classes, lbfgs, float64 rows: :func:`audit.fast.linear.fit_lbfgs_binary`, the same
+  optimiser calls without LogisticRegression.fit's checks; else ``LogisticRegression.fit``),
+  and its accuracy on ``X[test]`` (the mean of the exact 0/1 matches,
   the float ``accuracy_score`` returns; for float64 rows, which plain_inputs has already
   found finite, the prediction is LogisticRegression's arithmetic without its input
   checks, as :mod:`audit.fast.linear`);
 - the candidates' mean scores, ranks and best index by GridSearchCV's own
   ``_format_results`` and ``_select_best_index`` (the first best mean in grid order), then
-  the refit of a clone with the best C on all rows.
+  the refit of a copy with the best C on all rows, fitted the same way.
 
 So ``best_estimator_`` (``coef_``, ``intercept_``, ``n_iter_``), ``best_index_``,
 ``best_params_``, ``best_score_`` and every prediction are bit-identical; ``cv_results_``
@@ -29,6 +31,7 @@ estimator, a grid over C alone, integer cv, default scoring, ``refit=True``, no
 """
 from __future__ import annotations
 
+import copy
 import numbers
 import time
 import warnings
@@ -38,7 +41,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, check_cv
 
-from audit.fast.linear import lean_predict
+from audit.fast.linear import fit_lbfgs_binary, lbfgs_binary_applies, lean_predict
 from audit.fast.policy import FastPathMixin, plain_inputs
 
 
@@ -99,10 +102,10 @@ class LeanGridLR(FastPathMixin, GridSearchCV):
         out = []
         for parameters in candidates:
             for X_train, y_train, X_test, y_test in folds:
-                estimator = clone(base).set_params(**clone(parameters, safe=False))
+                estimator = _with_params(base, parameters)
                 start = time.time()
                 try:
-                    estimator.fit(X_train, y_train)
+                    _fit(estimator, X_train, y_train, plain_test)
                 except Exception:
                     raise _FoldFitFailed from None
                 fit_time = time.time() - start
@@ -118,9 +121,9 @@ class LeanGridLR(FastPathMixin, GridSearchCV):
         self.best_index_ = self._select_best_index(self.refit, refit_metric, results)
         self.best_score_ = results[f"mean_test_{refit_metric}"][self.best_index_]
         self.best_params_ = results["params"][self.best_index_]
-        self.best_estimator_ = clone(base).set_params(**clone(self.best_params_, safe=False))
+        self.best_estimator_ = _with_params(base, self.best_params_)
         start = time.time()
-        self.best_estimator_.fit(X, y)
+        _fit(self.best_estimator_, X, y, plain_test)
         self.refit_time_ = time.time() - start
         self.__dict__.pop("feature_names_in_", None)
         self.scorer_ = scorers
@@ -129,6 +132,27 @@ class LeanGridLR(FastPathMixin, GridSearchCV):
     @classmethod
     def _agrees_with_parent(cls) -> bool:
         return _agrees_with_grid_search()
+
+
+def _with_params(base: LogisticRegression, parameters: dict) -> LogisticRegression:
+    """``clone(base).set_params(**clone(parameters, safe=False))`` for an unfitted
+    LogisticRegression whose parameters are all plain scalars (the lean fit's case): a copy
+    with the candidate's C, without clone's and set_params's signature look-ups."""
+    values = base.__dict__.values()
+    if all(type(v) in (str, int, float, bool, type(None)) for v in values) and type(parameters["C"]) in (int, float):
+        estimator = copy.copy(base)
+        estimator.C = parameters["C"]
+        return estimator
+    return clone(base).set_params(**clone(parameters, safe=False))
+
+
+def _fit(estimator: LogisticRegression, X: np.ndarray, y: np.ndarray, plain: bool) -> None:
+    """``estimator.fit(X, y)``, through :func:`audit.fast.linear.fit_lbfgs_binary` where it
+    applies (``plain``: the rows passed plain_inputs as float64)."""
+    if plain and lbfgs_binary_applies(estimator, X, y):
+        fit_lbfgs_binary(estimator, X, y)
+    else:
+        estimator.fit(X, y)
 
 
 def _agrees_with_grid_search() -> bool:
@@ -141,7 +165,8 @@ def _agrees_with_grid_search() -> bool:
     """
     rng = np.random.default_rng(2021)
     grid = [10.0**k for k in range(-4, 5)]
-    cases = ((2, 30, {"max_iter": 200}), (2, 12, {"max_iter": 5}), (3, 36, {"max_iter": 200, "C": 0.5}))
+    cases = ((2, 30, {"max_iter": 200}), (2, 12, {"max_iter": 5}), (2, 24, {"max_iter": 200, "fit_intercept": False}),
+             (3, 36, {"max_iter": 200, "C": 0.5}))
     for n_classes, n, params in cases:
         X = np.round(rng.normal(size=(n, 5)) * 3, 1)
         y = np.arange(n) % n_classes

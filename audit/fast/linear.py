@@ -24,6 +24,13 @@ coefficients, intercept and iteration count are liblinear's own. On three or mor
 one-vs-rest fits per sonar trial, each three ``LogisticRegression`` fits behind a label
 binariser, clones and joblib. Every other fit is ``OvRLogisticRegression``'s.
 
+zhan2021's grid-searched query model (:mod:`audit.fast.grid`) fits about 2,900 binary
+lbfgs LogisticRegressions per sonar trial; :func:`fit_lbfgs_binary` fits one with the calls
+``LogisticRegression.fit`` and ``_logistic_regression_path`` make for it (the same
+``scipy.optimize.minimize`` call, options and starting point, the same loss object's pointwise
+loss and penalty), without their input checks, callback context and array-API look-ups (two
+per loss evaluation, about 55,000 evaluations per trial).
+
 It follows :mod:`audit.fast.policy` (supported scikit-learn releases, LogisticRegression's
 own parameter and input validation, a once-per-process self-check); its fast path is the
 lean liblinear fit when it applies and the prediction route, taken after a fit without
@@ -35,13 +42,19 @@ import copy
 import warnings
 
 import numpy as np
+from scipy import optimize
 from scipy.special import expit
+from sklearn._loss.loss import HalfBinomialLoss
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
+from sklearn.linear_model._linear_loss import LinearModelLoss
+from sklearn.linear_model._logistic import _LOGISTIC_SOLVER_CONVERGENCE_MSG
 from sklearn.utils.extmath import safe_sparse_dot
+from sklearn.utils.fixes import _get_additional_lbfgs_options_dict
+from sklearn.utils.optimize import _check_optimize_result
 
 from audit.engine.liblinear_ovr import OvRLogisticRegression
-from audit.fast.policy import FastPathMixin, native_seed
+from audit.fast.policy import FastPathMixin, native_seed, validate_params_once
 
 _LIBLINEAR_MAX_X = 1e30  # LogisticRegression refuses liblinear beyond this value (a frozen fit)
 
@@ -141,6 +154,66 @@ class LeanLR(FastPathMixin, OvRLogisticRegression):
         # _predict_proba_lr for two classes: the logistic of the decision values, as columns (1 - p, p)
         prob = expit(lean_decision_function(self, X))
         return np.stack([1 - prob, prob], axis=1)
+
+
+def lbfgs_binary_applies(model: LogisticRegression, X: np.ndarray, y: np.ndarray) -> bool:
+    """Does :func:`fit_lbfgs_binary` make ``model.fit(X, y)``'s calls: a plain LogisticRegression
+    (lbfgs, the default L2 penalty at a finite C, no class weights, no warm start, no
+    verbosity, no callbacks) on C-ordered finite float64 rows with exactly two classes? The
+    caller has checked the rest of :func:`audit.fast.policy.plain_inputs`."""
+    return (type(model) is LogisticRegression and model.solver == "lbfgs" and model.penalty == "deprecated"
+            and type(model.l1_ratio) in (int, float) and model.l1_ratio == 0
+            and type(model.C) in (int, float) and 0 < model.C < np.inf and model.class_weight is None
+            and not model.warm_start and model.n_jobs is None and model.verbose == 0
+            and not getattr(model, "_skl_callbacks", None)
+            and X.dtype == np.float64 and X.flags.c_contiguous and np.unique(y).size == 2)
+
+
+def fit_lbfgs_binary(model: LogisticRegression, X: np.ndarray, y: np.ndarray) -> LogisticRegression:
+    """``model.fit(X, y)`` for the case of :func:`lbfgs_binary_applies`: LogisticRegression's
+    parameter validation (once per parameter values), then ``_logistic_regression_path``'s
+    lbfgs branch for two classes (targets 1.0 for ``classes_[1]``, else 0.0; a zero start;
+    ``l2_reg_strength = 1 / (C * n_samples)``), and the fitted attributes as fit sets them."""
+    validate_params_once(LogisticRegression, {name: getattr(model, name) for name in LogisticRegression._parameter_constraints})
+    classes = np.unique(y)
+    target = np.ones(y.shape, dtype=X.dtype)
+    target[~(y == classes[1])] = 0.0
+    loss = LinearModelLoss(base_loss=HalfBinomialLoss(), fit_intercept=model.fit_intercept)
+    n_features = X.shape[1]
+    result = optimize.minimize(
+        _binary_loss_gradient, np.zeros(n_features + int(model.fit_intercept), dtype=X.dtype),
+        method="L-BFGS-B", jac=True, args=(loss, X, target, 1.0 / (model.C * X.shape[0])),
+        options={"maxiter": model.max_iter, "maxls": 50, "gtol": model.tol, "ftol": 64 * np.finfo(float).eps,
+                 **_get_additional_lbfgs_options_dict("iprint", -1)},
+        callback=None)
+    n_iter = _check_optimize_result("lbfgs", result, model.max_iter, extra_warning_msg=_LOGISTIC_SOLVER_CONVERGENCE_MSG)
+    coef = np.stack([np.asarray(result.x.copy(order="K"), dtype=X.dtype)])[0, ...]
+    model.n_features_in_ = n_features
+    model.__dict__.pop("feature_names_in_", None)  # an array has none, as validate_data resets it
+    model.classes_ = classes
+    model.n_iter_ = np.asarray([n_iter], dtype=np.int32)
+    if model.fit_intercept:
+        model.intercept_, model.coef_ = coef[-1:], coef[:-1][None, :]
+    else:
+        model.intercept_, model.coef_ = np.zeros(1, dtype=X.dtype), coef[None, :]
+    return model
+
+
+def _binary_loss_gradient(coef, loss: LinearModelLoss, X, target, l2_reg_strength):
+    """``LinearModelLoss.loss_gradient`` for a binary loss, numpy rows, no sample weights and
+    one thread: the same arithmetic in the same order, without its array-API look-ups."""
+    n_samples, n_features = X.shape
+    weights, intercept = loss.weight_intercept(coef)
+    raw_prediction = X @ np.asarray(weights, dtype=X.dtype) + np.asarray(intercept, dtype=X.dtype)
+    pointwise, grad_pointwise = loss.base_loss.loss_gradient(
+        y_true=target, raw_prediction=raw_prediction, sample_weight=None, n_threads=1)
+    value = float(np.sum(pointwise) / n_samples) + loss.l2_penalty(weights, l2_reg_strength)
+    grad_pointwise /= n_samples
+    grad = np.empty_like(coef, dtype=weights.dtype)
+    grad[:n_features] = X.T @ grad_pointwise + l2_reg_strength * weights
+    if loss.fit_intercept:
+        grad[-1] = np.sum(grad_pointwise)
+    return value, grad
 
 
 def lean_decision_function(model: LogisticRegression, X: np.ndarray) -> np.ndarray:

@@ -163,6 +163,27 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 _VALIDATED: set[tuple] = set()  # (class, typed parameter values) that passed the parent's validation here
 
 
+def validate_params_once(estimator_class: type, params: dict[str, Any]) -> None:
+    """``estimator_class``'s scikit-learn parameter validation of ``params`` (its
+    ``_parameter_constraints``, errors naming the scikit-learn class it stands in for), skipped
+    when the same values passed for this class before in this process.
+
+    A replay builds a fresh estimator with the same parameters every round; validation is a
+    function of the class and the values, so parameters that are all plain scalars (str, int,
+    float, bool, None), each keyed with its exact type (1, 1.0 and True are different keys),
+    are validated once."""
+    values = tuple(params.get(name) for name in estimator_class._parameter_constraints)
+    key = None
+    if all(type(v) in _SCALARS for v in values):
+        key = (estimator_class, tuple((type(v), v) for v in values))
+        if key in _VALIDATED:
+            return
+    validate_parameter_constraints(estimator_class._parameter_constraints, params,
+                                   caller_name=public_class(estimator_class).__name__)
+    if key is not None and len(_VALIDATED) < 4096:
+        _VALIDATED.add(key)
+
+
 class FastPathMixin:
     """The fit of a fast estimator (``class Fast(FastPathMixin, Parent)``); a subclass names its
     route in ``fast_path_name`` and provides ``_fast_options`` (the parameters and inputs its
@@ -178,26 +199,13 @@ class FastPathMixin:
                                        caller_name=public_class(type(self)).__name__)
 
     def _validate_params_once(self) -> None:
-        """The parent's parameter validation, rerun only when a parameter's value changed.
-
-        A replay builds a fresh estimator with the same parameters every round; parameters
-        that are all plain scalars (str, int, float, bool, None), already validated for this
-        class in this process, are not validated again (validation is a function of the
-        class and those values; each value is keyed with its exact type, so 1, 1.0 and True
-        are different keys)."""
+        """The parent's parameter validation, rerun only when a parameter's value changed
+        (:func:`validate_params_once`, under this class and the scikit-learn estimator's name)."""
         values = tuple(getattr(self, name) for name in self._parameter_constraints)
         if self.__dict__.get("_validated_params") == values:
             return
-        key = None
-        if all(type(v) in _SCALARS for v in values):
-            key = (type(self), tuple((type(v), v) for v in values))
-            if key in _VALIDATED:
-                self._validated_params = values
-                return
-        self._validate_params()
+        validate_params_once(type(self), dict(zip(self._parameter_constraints, values)))
         self._validated_params = values
-        if key is not None and len(_VALIDATED) < 4096:
-            _VALIDATED.add(key)
 
     def _fast_path_verified(self) -> bool:
         return fast_path_verified(type(self))
