@@ -205,6 +205,19 @@ def compare_published(cells: list[Cell]) -> None:
           + (f"; no published time for {', '.join(missing)}" if missing else ""))
 
 
+def turn_off(fast_paths: set[str]) -> None:
+    """In this process, the named fast paths of :mod:`audit.fast` (and ``lean-qp``, ALiPy
+    BMDR/SPAL's QPs) act as if their self-check had failed: their fits run the library's own code."""
+    from audit.fast.policy import FastPathMixin, fast_path_verified
+
+    FastPathMixin._fast_path_verified = (
+        lambda self: self.fast_path_name not in fast_paths and fast_path_verified(type(self)))
+    if "lean-qp" in fast_paths:  # not an estimator
+        from adapters import alipy_qp
+
+        alipy_qp.lean_qp_verified = lambda: False
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--protocol", default="lu2023")
@@ -218,14 +231,7 @@ def main() -> None:
     parser.add_argument("--off", default="", help="comma-separated fast paths to turn off, e.g. lean-grid-lr,lean-qp")
     args = parser.parse_args()
     if args.off:
-        from audit.fast.policy import FastPathMixin, fast_path_verified
-
-        off = set(args.off.split(","))
-        FastPathMixin._fast_path_verified = lambda self: self.fast_path_name not in off and fast_path_verified(type(self))
-        if "lean-qp" in off:  # ALiPy BMDR/SPAL's QPs (not an estimator)
-            from adapters import alipy_qp
-
-            alipy_qp.lean_qp_verified = lambda: False
+        turn_off(set(args.off.split(",")))
     if args.csv is not None and args.csv.exists():
         parser.error(f"{args.csv} exists; give a new file")
 
