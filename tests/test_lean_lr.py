@@ -139,7 +139,7 @@ def test_the_lean_liblinear_fit_is_liblinears_own_on_random_problems():
             warnings.simplefilter("always")
             lean = LeanLR(**params).fit(X, y)
         assert np.random.randint(1 << 30) == expected_draw
-        assert lean.fast_path_ == "lean-lr" and lean._lean_liblinear_applies(X, y)
+        assert lean.fast_path_ == "lean-lr" and lean._lean_liblinear_applies(X, np.unique(y).size)
         assert [str(w.message) for w in lean_warnings] == [str(w.message) for w in expected_warnings]
         _assert_same(reference, lean, rng.normal(size=(7, d)))
 
@@ -165,7 +165,7 @@ def test_the_lean_one_vs_rest_fit_is_ovr_logistic_regressions_on_random_problems
             warnings.simplefilter("always")
             lean = LeanLR(random_state=seed(), **params).fit(X, y)
         assert np.random.randint(1 << 30) == expected_draw
-        assert lean.fast_path_ == "lean-lr" and lean._lean_liblinear_applies(X, y)
+        assert lean.fast_path_ == "lean-lr" and lean._lean_liblinear_applies(X, np.unique(y).size)
         assert [str(w.message) for w in lean_warnings] == [str(w.message) for w in expected_warnings]
         for name in ("coef_", "intercept_", "n_iter_"):
             assert getattr(reference, name).dtype == getattr(lean, name).dtype, name
@@ -184,7 +184,7 @@ def test_without_an_intercept_three_classes_fit_one_vs_rest_with_zero_intercepts
     """scikit-learn <= 1.7 gave one zero intercept per class; LeanLR leaves this case to the library."""
     X = np.random.default_rng(2).normal(size=(30, 4))
     y = np.arange(30) % 3
-    assert not LeanLR(solver="liblinear", fit_intercept=False)._lean_liblinear_applies(X, y)
+    assert not LeanLR(solver="liblinear", fit_intercept=False)._lean_liblinear_applies(X, 3)
     reference = OvRLogisticRegression(solver="liblinear", fit_intercept=False).fit(X, y)
     assert reference.coef_.shape == (3, 4)
     assert np.array_equal(reference.intercept_, np.zeros(3))
@@ -197,8 +197,8 @@ def test_a_one_vs_rest_fit_the_self_check_finds_different_sends_every_fit_to_the
     """The self-check covers the one-vs-rest route: break only that route, and LeanLR falls back."""
     honest = LeanLR._lean_liblinear_fit
 
-    def off_by_one_ulp(self, X, y):
-        honest(self, X, y)
+    def off_by_one_ulp(self, X, classes, encoded):
+        honest(self, X, classes, encoded)
         if self.classes_.size > 2:
             self.intercept_ = np.nextafter(self.intercept_, np.inf)
 
@@ -225,7 +225,7 @@ def test_what_the_lean_liblinear_fit_does_not_cover_is_logistic_regressions_fit(
     rng = np.random.default_rng(5)
     X = rng.normal(size=(30, 4)).astype(np.float32 if X_kind == "float32" else np.float64)
     y = np.arange(30) % (3 if X_kind == "three classes" else 2)
-    assert not LeanLR(**params)._lean_liblinear_applies(X, y)
+    assert not LeanLR(**params)._lean_liblinear_applies(X, np.unique(y).size)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         reference = OvRLogisticRegression(random_state=0, **params).fit(X, y)  # one-vs-rest on three classes

@@ -69,25 +69,26 @@ class LeanLR(FastPathMixin, OvRLogisticRegression):
         return sample_weight is None
 
     def _fast_fit(self, X: np.ndarray, y: np.ndarray) -> None:
-        if self._lean_liblinear_applies(X, y):
-            self._lean_liblinear_fit(X, y)
+        classes, encoded = np.unique(y, return_inverse=True)
+        if self._lean_liblinear_applies(X, classes.size):
+            self._lean_liblinear_fit(X, classes, encoded)
         else:
             OvRLogisticRegression.fit(self, X, y)  # scikit-learn's own fit: only the predictions are lean
 
-    def _lean_liblinear_applies(self, X: np.ndarray, y: np.ndarray) -> bool:
+    def _lean_liblinear_applies(self, X: np.ndarray, n_classes: int) -> bool:
         """The options of LogisticRegression.fit (two classes) and OvRLogisticRegression.fit (three
         or more, with an intercept: without one its stacking fails) whose liblinear calls the lean
         fit makes alike."""
-        n_classes = np.unique(y).size
         return (self.solver == "liblinear" and self.penalty == "deprecated" and type(self.l1_ratio) in (int, float)
                 and self.l1_ratio == 0 and np.isfinite(self.C) and self.class_weight is None and self.n_jobs is None
                 and self.verbose == 0 and not getattr(self, "_skl_callbacks", None) and X.dtype == np.float64
                 and (not self.fit_intercept or self.intercept_scaling > 0)
                 and (n_classes == 2 or (n_classes > 2 and self.fit_intercept)) and not np.max(X) > _LIBLINEAR_MAX_X)
 
-    def _lean_liblinear_fit(self, X: np.ndarray, y: np.ndarray) -> None:
+    def _lean_liblinear_fit(self, X: np.ndarray, classes: np.ndarray, encoded: np.ndarray) -> None:
         """LogisticRegression.fit's liblinear branch and ``_fit_liblinear`` for the case above:
-        the same ``train_wrap`` calls with the same arguments, in the same order of draws.
+        the same ``train_wrap`` calls with the same arguments, in the same order of draws
+        (``classes`` and ``encoded``: ``np.unique(y, return_inverse=True)``).
 
         Three or more classes: OvRLogisticRegression.fit's OneVsRestClassifier, one binary
         problem per class in sorted order (that class 1, the others 0), each fitted by a clone
@@ -98,7 +99,7 @@ class LeanLR(FastPathMixin, OvRLogisticRegression):
         X = np.ascontiguousarray(X)
         self.n_features_in_ = X.shape[1]
         self.__dict__.pop("feature_names_in_", None)  # an array has none, as validate_data resets it
-        self.classes_, encoded = np.unique(y, return_inverse=True)
+        self.classes_ = classes
         if self.classes_.size == 2:
             raw_coef, self.n_iter_ = self._train_liblinear(X, encoded, native_seed(self.random_state))
             if self.fit_intercept:
