@@ -82,6 +82,17 @@ def test_honeypot_claim_contradicted_when_uncertainty_is_above_random(tmp_path):
     assert "splice-full: fewer than" in below.figures and "--dataset splice-full" in below.figures  # no Splice runs stored
 
 
+@pytest.mark.parametrize("offset", [-0.0005, +0.0005])
+def test_honeypot_claim_inconclusive_when_the_paired_test_rejects_neither_direction(tmp_path, offset):
+    """A difference of 0.0005 in per-run noise of SD 0.005 (t about 0.5): no evidence either way,
+    which is not a contradiction of the claim."""
+    honeypot = _row(evaluate("cdalbench", store=_store(tmp_path, offset), samples=50),
+                    "honeypot-uncertainty-below-random")
+    assert honeypot.verdict == "inconclusive"
+    holm = [float(line.split("Holm p = ")[1].split()[0]) for line in honeypot.figures.splitlines() if "Holm p" in line]
+    assert len(holm) == 2 and min(holm) >= 0.05
+
+
 def test_three_run_claim_contradicted_when_runs_do_not_vary(tmp_path):
     rows = evaluate("cdalbench", store=_store(tmp_path, +0.02, run_sd=0.0), samples=200)
     below = _row(rows, "three-runs-margin-below-random")

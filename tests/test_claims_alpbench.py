@@ -72,7 +72,7 @@ def test_registry_refuses_unknown_papers_and_options():
         evaluate("nope")
     with pytest.raises(AuditError, match="does not take --samples"):
         evaluate("alpbench", samples=3)
-    assert format_claims([]).endswith("0 support, 0 contradiction, 0 not testable here")
+    assert format_claims([]).endswith("0 support, 0 contradiction, 0 inconclusive, 0 not testable here")
 
 
 def test_the_default_data_sets_are_the_local_copies():

@@ -68,8 +68,9 @@ def _claims(args: argparse.Namespace) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     from audit.analysis.claims import REGISTRY
 
-    cl = sub.add_parser("claims", help="a paper's claims, each with a verdict (support, contradiction, not testable "
-                                       "here) and the figures behind it; each paper takes the options it names")
+    cl = sub.add_parser("claims", help="a paper's claims, each with a verdict (support, contradiction, inconclusive, "
+                                       "not testable here) and the figures behind it; each paper takes the options "
+                                       "it names")
     cl.add_argument("paper", help=f"whose claims (known: {', '.join(sorted(REGISTRY))})")
     cl.add_argument("--store", default=".audit-store.sqlite", help="SQLite results store (default %(default)s)")
     cl.add_argument("--samples", type=COUNT, help="cdalbench: random draws per resampling figure (default 1000)")

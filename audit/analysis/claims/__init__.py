@@ -5,8 +5,9 @@ result store and transcribed tables, or from the pipelines it replays).
 ``REGISTRY`` maps the name `audit claims NAME` takes to the module that evaluates that paper's
 claims; a module has ``evaluate(**options) -> list[ClaimRow]`` and ``OPTIONS``, the option names it
 takes (``store`` always), so the CLI passes every option given and each paper rejects what it does
-not take. Verdicts are "support", "contradiction" or "not testable here" (with the
-reason in the figures).
+not take. Verdicts are "support", "contradiction", "inconclusive" (a test that rejects
+neither the claim nor its opposite: no evidence either way is not a contradiction) or "not
+testable here" (with the reason in the figures).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 
 from audit.errors import AuditError
 
-VERDICTS = ("support", "contradiction", "not testable here")
+VERDICTS = ("support", "contradiction", "inconclusive", "not testable here")
 REGISTRY: dict[str, str] = {
     "alpbench": "audit.analysis.claims.alpbench",
     "cdalbench": "audit.analysis.claims.cdalbench",

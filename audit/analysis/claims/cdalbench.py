@@ -169,7 +169,8 @@ def runs_needed_claim(ctx: Context, claim: dict[str, Any]) -> tuple[str, list[st
 
 def family_below_claim(ctx: Context, claim: dict[str, Any]) -> tuple[str, list[str]]:
     """Each (family member, comparator) pair: the paired t-test of the per-run AUC differences,
-    Holm-adjusted over the pairs; supported when every pair is below with adjusted p < alpha."""
+    Holm-adjusted over the pairs; supported when every pair is below with adjusted p < alpha,
+    contradicted when some pair is above with adjusted p < alpha, else inconclusive."""
     dataset = claim["dataset"]
     published = ctx.published("Table 8", dataset)
     pairs = [(a, b) for a in claim["family"] for b in claim["versus"]]
@@ -192,12 +193,15 @@ def family_below_claim(ctx: Context, claim: dict[str, Any]) -> tuple[str, list[s
         t, p = paired_difference_test([runs[a][s] for s in seeds], [runs[b][s] for s in seeds])
         tests.append((a, b, len(seeds), float(diff.mean()), t, p))
     adjusted = adjust_pvalues([p for *_, p in tests])
-    below = []
+    below, above = [], []
     for (a, b, n, mean, t, p), p_holm in zip(tests, adjusted):
         below.append(mean < 0 and p_holm < ctx.alpha)
+        above.append(mean > 0 and p_holm < ctx.alpha)
         lines.append(f"{a} - {b}: mean {mean:+.4f} over {n} paired runs, t = {t:.2f}, p = {p:.2g}, "
                      f"Holm p = {p_holm:.2g} ({len(tests)} tests)")
-    return ("support" if all(below) else "contradiction"), lines
+    if all(below):
+        return "support", lines
+    return ("contradiction" if any(above) else "inconclusive"), lines
 
 
 def oracle_lift_claim(ctx: Context, claim: dict[str, Any]) -> tuple[str, list[str]]:
