@@ -39,7 +39,8 @@ Speed without changing a result: a child set reached from several beams is evalu
 once; an SVC task model is fitted and applied through libsvm with exactly the arguments
 SVC.fit and SVC.predict pass (scikit-learn's validation around them is most of the cost
 on small sets; the kernel coefficient is LeanSVC's, :func:`audit.fast.svc.libsvm_gamma`);
-the test set is predicted in one call and only correct counts are kept; with
+the test set is predicted in one call (a binary model's labels through BLAS where their
+signs are certain, :func:`audit.fast.svc.binary_codes`) and only correct counts are kept; with
 ``TrialView.jobs`` > 1 the candidates of a round are shared between this process and
 jobs - 1 worker processes (:mod:`audit.engine.process_team`). tests/test_oracles.py checks the
 result against a plain reference implementation (tests/oracle_reference.py).
@@ -57,7 +58,7 @@ from adapters.base import MISSING, FeatureViews, QueryStrategy, TrialView
 from audit.engine.models import ModelSpec, margin_scores
 from audit.engine.process_team import SharedRounds
 from audit.errors import AuditError, StrategyError
-from audit.fast.svc import LeanSVC, libsvm_gamma
+from audit.fast.svc import LeanSVC, binary_codes, libsvm_predict_codes, libsvm_gamma
 
 # --- fitting and scoring one labeled set ------------------------------------------------
 
@@ -144,20 +145,19 @@ def _libsvm_predict(args: dict[str, Any], X: np.ndarray, codes: np.ndarray, clas
         raise ValueError(f"The number of classes has to be greater than one; got {classes.size} class")
     gamma = libsvm_gamma(args["gamma"], X)
     _libsvm.set_verbosity_wrap(args["verbose"])  # process-wide in libsvm: a fresh worker would print
-    support, support_vectors, n_support, dual_coef, intercept, prob_a, prob_b, _, _ = _libsvm.fit(
+    fitted = _libsvm.fit(
         X, codes, svm_type=0, sample_weight=np.empty(0),
         class_weight=np.ones(classes.size), kernel=args["kernel"], C=args["C"], nu=args["nu"],
         probability=False, degree=args["degree"], shrinking=args["shrinking"], tol=args["tol"],
         cache_size=args["cache_size"], coef0=args["coef0"], gamma=gamma, epsilon=args["epsilon"],
         max_iter=args["max_iter"], random_seed=args["random_seed"])
+    dual_coef, intercept = fitted[3], fitted[4]
     if not (np.isfinite(intercept).all() and np.isfinite(dual_coef).all()):
         raise ValueError("The dual coefficients or intercepts are not finite. The input data may contain "
                          "large values and need to be preprocessed.")
-    predicted = _libsvm.predict(
-        X_test, support, support_vectors, n_support, dual_coef, intercept, prob_a, prob_b, svm_type=0,
-        kernel=args["kernel"], degree=args["degree"], coef0=args["coef0"], gamma=gamma,
-        cache_size=args["cache_size"])
-    return classes.take(np.asarray(predicted, dtype=np.intp))
+    if classes.size == 2:
+        return classes.take(binary_codes(args, fitted, X_test, gamma))
+    return classes.take(np.asarray(libsvm_predict_codes(args, fitted, X_test, gamma), dtype=np.intp))
 
 
 def _with(positions: np.ndarray, position: int) -> np.ndarray:

@@ -16,8 +16,7 @@ which must not exist), and prints:
   the boundary) and its diagnosis line;
 - with ``--check K``: the first K stored trials of every strategy replayed in this process
   with every fast path of :mod:`audit.fast` off (scikit-learn's and cvxpy's own code), their
-  ``query_hash`` and AUBC compared with the stored ones (the oracles' direct libsvm calls
-  are checked by tests/test_oracles.py, not here);
+  ``query_hash`` and AUBC compared with the stored ones;
 - with ``--compare``: every cell's verdict against another run's report.json (say, the
   full run's, for an ``--until-settled`` run).
 """
@@ -41,7 +40,7 @@ from audit.engine.runner import run_trial
 from audit.protocols import load_protocol
 
 PROTOCOL = "zhan2021"
-FAST_PATHS = {"lean-svc", "lean-forest", "lean-forest-regressor", "lean-grid-lr", "lean-lr", "lean-qp"}
+FAST_PATHS = {"lean-svc", "lean-forest", "lean-forest-regressor", "lean-grid-lr", "lean-lr", "lean-qp", "blas-labels"}
 
 
 def run_command(args: argparse.Namespace, work: Path) -> tuple[list[str], float, float, int]:

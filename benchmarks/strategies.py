@@ -207,7 +207,8 @@ def compare_published(cells: list[Cell]) -> None:
 
 def turn_off(fast_paths: set[str]) -> None:
     """In this process, the named fast paths of :mod:`audit.fast` (and ``lean-qp``, ALiPy
-    BMDR/SPAL's QPs) act as if their self-check had failed: their fits run the library's own code."""
+    BMDR/SPAL's QPs; ``blas-labels``, the oracles' binary SVC labels) act as if their self-check
+    had failed: their fits run the library's own code."""
     from audit.fast.policy import FastPathMixin, fast_path_verified
 
     FastPathMixin._fast_path_verified = (
@@ -216,6 +217,10 @@ def turn_off(fast_paths: set[str]) -> None:
         from adapters import alipy_qp
 
         alipy_qp.lean_qp_verified = lambda: False
+    if "blas-labels" in fast_paths:
+        from audit.fast import svc
+
+        svc.blas_binary_codes_verified = lambda: False
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ from sklearn.svm import SVC
 from audit.engine.datasets import load_dataset
 from audit.engine.models import ModelSpec
 from audit.fast.policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
+from audit.fast import svc
 from audit.fast.svc import _FITTED, LeanSVC
 
 
@@ -146,3 +147,76 @@ def test_features_svc_refuses_fail_with_scikit_learns_own_error(bad):
     with pytest.raises(ValueError) as lean:
         LeanSVC().fit(X, y_all[:40])
     assert str(lean.value) == str(reference.value)
+
+
+# --- the oracles' binary labels through BLAS (audit.fast.svc.binary_codes) -----------------
+
+def _libsvm_fit(X, codes, kernel, gamma, C=1.0):
+    from sklearn.svm import _libsvm
+
+    _libsvm.set_verbosity_wrap(0)
+    return _libsvm.fit(X, codes, svm_type=0, sample_weight=np.empty(0), class_weight=np.ones(2), kernel=kernel,
+                       C=C, nu=0.5, probability=False, degree=3, shrinking=True, tol=1e-3, cache_size=200,
+                       coef0=0.0, gamma=gamma, epsilon=0.1, max_iter=5000, random_seed=0)  # capped: any model will do
+
+
+_ARGS = {"degree": 3, "coef0": 0.0, "cache_size": 200}
+
+
+def test_blas_binary_codes_are_libsvms_labels_on_random_problems():
+    """Both kernels, either class first in the training rows, features from 0.01 to 50 in scale,
+    C from 0.1 to 10: the rows BLAS decides carry libsvm's labels, and with libsvm's labels
+    for the undecided rows every label is libsvm's."""
+    rng = np.random.default_rng(33)
+    decided = 0
+    for i in range(150):
+        n, d, kernel = int(rng.integers(4, 90)), int(rng.integers(1, 60)), ("rbf", "linear")[i % 2]
+        X = np.ascontiguousarray(rng.normal(size=(n, d)) * rng.uniform(0.01, 50))
+        codes = (rng.random(n) < rng.uniform(0.2, 0.8)).astype(np.float64)
+        codes[:2] = (1.0, 0.0) if i % 4 < 2 else (0.0, 1.0)
+        gamma = float(1.0 / (d * X.var()) * rng.choice([0.1, 1.0, 10.0]))
+        fitted = _libsvm_fit(X, codes, kernel, gamma, C=float(10.0 ** rng.integers(-1, 2)))
+        X_new = np.ascontiguousarray(np.vstack([rng.normal(size=(30, d)) * X.std(), X]))
+        args = {**_ARGS, "kernel": kernel}
+        expected = np.asarray(svc.libsvm_predict_codes(args, fitted, X_new, gamma), dtype=np.intp)
+        blas, undecided = svc.blas_binary_codes(X_new, fitted[1], fitted[3], fitted[4], kernel, gamma)
+        keep = np.setdiff1d(np.arange(X_new.shape[0]), undecided)
+        assert np.array_equal(blas[keep], expected[keep])
+        assert np.array_equal(svc.binary_codes(args, fitted, X_new, gamma), expected)
+        decided += keep.size
+    assert decided > 0.99 * 150 * 30  # the bound leaves almost every row to BLAS
+
+
+def test_a_row_on_the_decision_boundary_is_left_to_libsvm():
+    """The row at 0 has decision value 0 exactly: BLAS leaves it; the row at 1e-17 is tiny but its
+    terms are as tiny, so its sign is certain."""
+    X, codes = np.array([[-1.0], [1.0]]), np.array([0.0, 1.0])
+    fitted = _libsvm_fit(X, codes, "linear", 1.0)
+    X_new = np.array([[0.0], [1e-17], [3.0], [-3.0]])
+    blas, undecided = svc.blas_binary_codes(X_new, fitted[1], fitted[3], fitted[4], "linear", 1.0)
+    assert undecided.tolist() == [0] and blas[1:].tolist() == [1, 1, 0]
+    args = {**_ARGS, "kernel": "linear"}
+    assert np.array_equal(svc.binary_codes(args, fitted, X_new, 1.0), svc.libsvm_predict_codes(args, fitted, X_new, 1.0))
+
+
+def test_blas_labels_that_fail_their_self_check_leave_every_label_to_libsvm(monkeypatch):
+    original = svc.blas_binary_codes
+
+    def flipped(*args):
+        codes, undecided = original(*args)
+        return 1 - codes, undecided
+
+    monkeypatch.setattr(svc, "blas_binary_codes", flipped)
+    svc.blas_binary_codes_verified.cache_clear()
+    try:
+        with pytest.warns(FastPathFallbackWarning, match="BLAS binary SVC labels: its self-check found a difference"):
+            assert svc.blas_binary_codes_verified() is False
+        rng = np.random.default_rng(4)
+        X = np.ascontiguousarray(rng.normal(size=(40, 3)))
+        fitted = _libsvm_fit(X, (X[:, 0] > 0).astype(np.float64), "rbf", 0.3)
+        args = {**_ARGS, "kernel": "rbf"}
+        assert np.array_equal(svc.binary_codes(args, fitted, X, 0.3), svc.libsvm_predict_codes(args, fitted, X, 0.3))
+    finally:
+        svc.blas_binary_codes_verified.cache_clear()
+    monkeypatch.undo()
+    assert svc.blas_binary_codes_verified() is True

@@ -17,13 +17,15 @@ takes the lean path only for at least two classes, no ``sample_weight``,
 """
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
+import sklearn
 from sklearn.svm import SVC
 from sklearn.svm._base import LIBSVM_IMPL
 
-from audit.fast.policy import FastPathMixin, native_seed
+from audit.fast.policy import FastPathFallbackWarning, FastPathMixin, native_seed, sklearn_supported
 
 _KERNELS = ("linear", "poly", "rbf", "sigmoid")
 
@@ -134,5 +136,109 @@ def _agrees_with_svc() -> bool:
         same_fit = all(np.array_equal(np.asarray(getattr(reference, k)), np.asarray(getattr(lean, k)))
                        for k in _FITTED)
         if not (same_fit and all(np.array_equal(a, b) for a, b in outputs)):
+            return False
+    return True
+
+
+# --- binary labels through BLAS, their signs certified ---------------------------------------
+
+_EPS = float(np.finfo(np.float64).eps)
+_SAFETY = 16.0  # the margin kept beyond the rounding bound below
+
+
+def blas_binary_codes(X: np.ndarray, support_vectors: np.ndarray, dual_coef: np.ndarray, intercept: np.ndarray,
+                      kernel: str, gamma: float) -> tuple[np.ndarray, np.ndarray]:
+    """A binary C-SVC's predicted label codes as libsvm's ``predict`` gives them (0 where the
+    decision value ``sum_i dual_coef[0, i] K(x, sv_i) + intercept[0]`` is > 0, else 1), with the
+    kernel rows computed by BLAS instead of libsvm's loop over the support vectors; and the rows
+    whose decision value lies too close to 0 for the two routes' roundings to be sure of agreeing
+    (the caller takes those rows' labels from libsvm).
+
+    The bound: each kernel value of either route is within ``g (d + 2) eps (|x| + |sv|)^2 + 8 eps``
+    of the exact one (RBF; linear: ``(d + 2) eps |x| |sv|``), the weighted sum adds at most
+    ``(l + 2) eps`` times the sum of its terms' magnitudes; a row is decided here when its decision
+    value exceeds twice that, times ``_SAFETY``. ``kernel``: "rbf" or "linear".
+    """
+    d = X.shape[1]
+    weights = dual_coef[0]
+    norm_x = np.sqrt(np.einsum("ij,ij->i", X, X))
+    norm_sv = np.sqrt(np.einsum("ij,ij->i", support_vectors, support_vectors))
+    cross = X @ support_vectors.T
+    if kernel == "rbf":
+        K = np.exp(-gamma * (norm_x[:, None] ** 2 + norm_sv[None, :] ** 2 - 2.0 * cross))
+        per_value = gamma * (d + 2) * _EPS * (norm_x + norm_sv.max()) ** 2 + 8 * _EPS
+    else:
+        K = cross
+        per_value = (d + 2) * _EPS * norm_x * norm_sv.max()
+    decision = K @ weights + intercept[0]
+    magnitude = np.abs(K) @ np.abs(weights) + abs(intercept[0])
+    bound = 2 * (per_value * np.abs(weights).sum() + (weights.size + 2) * _EPS * magnitude)
+    codes = np.where(decision > 0, 0, 1)
+    return codes, np.flatnonzero(~(np.abs(decision) > _SAFETY * bound))
+
+
+def libsvm_predict_codes(args: dict, fitted: tuple, X: np.ndarray, gamma: float) -> np.ndarray:
+    """libsvm's own ``predict`` of a C-SVC ``fitted`` by ``_libsvm.fit`` (its outputs, in order)
+    with the SVC arguments ``args`` (any number of classes): the label codes, as floats."""
+    from sklearn.svm import _libsvm
+
+    support, support_vectors, n_support, dual_coef, intercept, prob_a, prob_b = fitted[:7]
+    return _libsvm.predict(X, support, support_vectors, n_support, dual_coef, intercept, prob_a, prob_b,
+                           svm_type=0, kernel=args["kernel"], degree=args["degree"], coef0=args["coef0"],
+                           gamma=gamma, cache_size=args["cache_size"])
+
+
+def binary_codes(args: dict, fitted: tuple, X: np.ndarray, gamma: float) -> np.ndarray:
+    """The label codes libsvm predicts for the rows ``X`` of a binary model ``fitted`` with
+    ``args``: through :func:`blas_binary_codes` (the undecided rows from libsvm) when its
+    self-check passed in this process and the kernel is RBF or linear, else libsvm's own."""
+    if args["kernel"] not in ("rbf", "linear") or not blas_binary_codes_verified():
+        return np.asarray(libsvm_predict_codes(args, fitted, X, gamma), dtype=np.intp)
+    return _blas_then_libsvm(args, fitted, X, gamma)
+
+
+def _blas_then_libsvm(args: dict, fitted: tuple, X: np.ndarray, gamma: float) -> np.ndarray:
+    codes, undecided = blas_binary_codes(X, fitted[1], fitted[3], fitted[4], args["kernel"], gamma)
+    if undecided.size:
+        codes[undecided] = libsvm_predict_codes(args, fitted, np.ascontiguousarray(X[undecided]), gamma)
+    return codes
+
+
+@functools.cache
+def blas_binary_codes_verified() -> bool:
+    """Do :func:`binary_codes`'s BLAS labels equal libsvm's here? Checked once per process on
+    fixed problems (both kernels, either class first, rows on and near the boundary); on a
+    supported scikit-learn a difference warns once (FastPathFallbackWarning) and libsvm predicts."""
+    if not sklearn_supported():
+        return False
+    try:
+        agrees, why = _blas_codes_agree(), "its self-check found a difference"
+    except Exception as exc:  # a private libsvm binding changed: libsvm predicts
+        agrees, why = False, f"its self-check failed ({type(exc).__name__}: {exc})"
+    if not agrees:
+        warnings.warn(f"BLAS binary SVC labels: {why} from libsvm's predict on scikit-learn {sklearn.__version__}; "
+                      "libsvm predicts every label", FastPathFallbackWarning, stacklevel=2)
+    return agrees
+
+
+def _blas_codes_agree() -> bool:
+    from sklearn.svm import _libsvm
+
+    rng = np.random.default_rng(616)
+    _libsvm.set_verbosity_wrap(0)
+    for case in range(8):
+        kernel = ("rbf", "linear")[case % 2]
+        X = np.ascontiguousarray(np.round(rng.normal(size=(30, 5)), 1) * (1 + 20 * (case >= 6)))
+        codes = (rng.random(30) < 0.5).astype(np.float64)
+        codes[:2] = (1.0, 0.0) if case % 4 < 2 else (0.0, 1.0)
+        gamma = 1.0 / (X.shape[1] * X.var())
+        args = {"kernel": kernel, "degree": 3, "coef0": 0.0, "cache_size": 200}
+        fitted = _libsvm.fit(X, codes, svm_type=0, sample_weight=np.empty(0), class_weight=np.ones(2),
+                             kernel=kernel, C=1.0, nu=0.5, probability=False, degree=3, shrinking=True, tol=1e-3,
+                             cache_size=200, coef0=0.0, gamma=gamma, epsilon=0.1, max_iter=-1, random_seed=0)
+        X_new = np.ascontiguousarray(np.vstack([rng.normal(size=(20, 5)) * X.std(), X,
+                                                (X[:10] + X[10:20]) / 2]))  # midpoints: rows near the boundary
+        if not np.array_equal(_blas_then_libsvm(args, fitted, X_new, gamma),
+                              libsvm_predict_codes(args, fitted, X_new, gamma)):
             return False
     return True
