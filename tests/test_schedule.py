@@ -46,6 +46,16 @@ def test_expected_seconds_from_the_store_else_the_prior(lu2023, sonar):
     assert expected_seconds(plan, _Store({"uniform": 99.0}))["uniform"] == 99.0
 
 
+def test_a_protocol_with_its_own_figures_uses_them_in_its_replays_and_their_knob_flips(sonar):
+    """zhan2021's grid-searched LR makes margin costlier than lu2023's priors say: the headline
+    run from an empty store starts with the costly cells, and its diagnosis replays do too."""
+    plan = plan_replay(ReproduceRequest("zhan2021", "sonar", ["uniform", "margin", "vr", "hintsvm"], trials=2))
+    prior = expected_seconds(plan, _Store({}))
+    assert prior["vr"] > prior["margin"] > 10 * prior["hintsvm"] > 10 * prior["uniform"] > 0
+    flipped = plan_replay(ReproduceRequest(dataclasses.replace(plan.protocol, name="zhan2021~split"), "sonar", ["margin"], trials=2))
+    assert expected_seconds(flipped, _Store({}))["margin"] == prior["margin"]
+
+
 def test_the_order_changes_no_result(small, sonar, tmp_path):
     request = ReproduceRequest(small, "sonar", ["uniform", "hintsvm"], trials=2, store=tmp_path / "s.sqlite")
     plan = plan_replay(request)

@@ -167,6 +167,17 @@ PRIOR_SECONDS_ON_SONAR = {
     "libact.dwus": 7.79, "alipy.lal": 6.5, "alipy.spal": 8.26, "alipy.bmdr": 14.24, "alipy.eer": 15.4,
     "oracle.bso": 52.0,
 }
+# Where a protocol's own settings make a strategy much costlier or cheaper than under lu2023
+# (zhan2021: the grid-searched LR query model of margin, mcm and infodiv, VR's sigma = 0.1,
+# EER's liblinear LR), its own CPU s per sonar trial, by strategy id: docs/performance.md
+# ("Today: CPU seconds per sonar trial of every strategy"). Diagnosis replays
+# ("zhan2021~pool-order") take their protocol's figures.
+PRIOR_SECONDS_BY_PROTOCOL = {
+    "zhan2021": {"vr": 13.94, "spal": 9.61, "eer": 8.71, "bso": 8.32, "margin": 7.23, "lal": 5.73, "mcm": 5.41,
+                 "infodiv": 4.48, "bmdr": 3.76, "albl": 2.58, "greedy-oracle": 2.01, "qbc": 1.44, "quire": 0.77,
+                 "us-nc": 0.74, "dwus": 0.74, "hintsvm": 0.42, "coreset": 0.20, "hier": 0.18, "graph": 0.17,
+                 "uniform": 0.16},
+}
 SONAR_ROUND_ROWS = 104 * 124
 PRIOR_DEFAULT = PRIOR_SECONDS_ON_SONAR["native.uniform"]  # an implementation not measured: a cheap one
 SECONDS_PER_ROUND_ROW = PRIOR_DEFAULT / SONAR_ROUND_ROWS
@@ -174,17 +185,19 @@ SECONDS_PER_ROUND_ROW = PRIOR_DEFAULT / SONAR_ROUND_ROWS
 
 def expected_seconds(plan: ReplayPlan, store: ResultStore) -> dict[str, float]:
     """{strategy: expected seconds per trial} of a plan: the mean of the cell's successful
-    trials in the store (any fingerprint), else the implementation's prior on sonar scaled
-    by this data set's rounds x train rows. For ordering tasks and estimates, never results."""
+    trials in the store (any fingerprint), else the prior on sonar (the protocol's own figure
+    for the strategy, else the implementation's) scaled by this data set's rounds x train
+    rows. For ordering tasks and estimates, never results."""
     _, y, split = seed_split(plan.protocol, plan.data, plan.seeds[0])
     n_classes = int(y.max()) + 1
     protocol = plan.protocol.for_dataset(plan.dataset)
     rounds = math.ceil(budget_for(protocol, split.pool.size, n_classes) / protocol.batch_for(n_classes))
     scale = rounds * split.train.size / SONAR_ROUND_ROWS
+    own = PRIOR_SECONDS_BY_PROTOCOL.get(plan.protocol.name.split("~")[0], {})
     out = {}
     for sid in plan.strategies:
         measured = store.seconds_per_trial(plan.protocol.name, plan.dataset, sid)
-        prior = PRIOR_SECONDS_ON_SONAR.get(plan.protocol.strategy(sid).implementation, PRIOR_DEFAULT)
+        prior = own.get(sid, PRIOR_SECONDS_ON_SONAR.get(plan.protocol.strategy(sid).implementation, PRIOR_DEFAULT))
         out[sid] = measured if measured is not None else prior * scale
     return out
 
