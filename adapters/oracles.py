@@ -55,6 +55,7 @@ import numpy as np
 from sklearn.preprocessing import StandardScaler
 
 from adapters.base import MISSING, FeatureViews, QueryStrategy, TrialView
+from audit.engine.metrics import predicted_labels
 from audit.engine.models import ModelSpec, margin_scores
 from audit.engine.process_team import SharedRounds
 from audit.errors import AuditError, StrategyError
@@ -121,7 +122,7 @@ class Scorer:
         """Test-set predictions of the model fitted on ``positions`` (ascending)."""
         if self.libsvm is None:
             model, _, X_test = self.fit(positions)
-            return model.predict(X_test)
+            return predicted_labels(model.predict(X_test), X_test.shape[0])
         X_train, X_test = self.view(positions)
         codes = self.codes[positions]
         if np.count_nonzero(np.bincount(codes, minlength=self.classes.size)) == self.classes.size:

@@ -350,3 +350,28 @@ def test_a_raw_area_says_its_units_and_a_normalised_aubc_keeps_the_scale():
     assert load_protocol("zhan2021").aubc_unit == load_protocol("zhan2021").scale
     # CDALBench's AUC is a mean of accuracies: a fraction, not an area (it said "raw area")
     assert get_variant("cdalbench_code").unit("fraction") == get_variant("cdalbench").unit("fraction") == "fraction"
+
+
+def test_a_column_of_predictions_is_one_label_per_row_and_other_shapes_are_refused():
+    """CatBoost predicts an (n, 1) column on three or more classes: compared with the (n,) truth it
+    broadcast to an n x n matrix, an "accuracy" of about n / k (70 on vehicle's 282 test rows)."""
+    y_true = np.array([0, 1, 2, 2, 1, 0])
+    column = np.array([[0], [1], [2], [0], [1], [1]])
+    assert round_metrics(y_true, column, 3) == round_metrics(y_true, column[:, 0], 3)
+    assert round_metrics(y_true, column, 3)["accuracy"] == 4 / 6
+    for bad in (np.zeros((6, 2), dtype=int), np.zeros(5, dtype=int), np.zeros((1, 6), dtype=int)):
+        with pytest.raises(ValueError, match="one label per row"):
+            round_metrics(y_true, bad, 3)
+
+
+def test_catboost_on_three_classes_scores_as_its_labels_say():
+    pytest.importorskip("catboost", reason="the optional extra 'alpbench' (uv run --extra alpbench pytest)")
+    from audit.engine.models import ModelSpec
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(90, 4)), np.arange(90) % 3
+    X[:, 0] += y
+    model = ModelSpec("catboost", {"iterations": 20, "depth": 3}).build(0).fit(X[:60], y[:60])
+    assert np.shape(model.predict(X[60:])) == (30, 1)  # the shape that broke the metric
+    labels = np.asarray(model.predict(X[60:])).ravel()
+    assert round_metrics(y[60:], model.predict(X[60:]), 3)["accuracy"] == np.mean(labels == y[60:])

@@ -7,7 +7,7 @@ cost on small data sets); tests check them against scikit-learn.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -26,6 +26,19 @@ def _binary_counts(y_true: np.ndarray, y_pred: np.ndarray, positive: int) -> tup
     return tp, fp, fn, tn
 
 
+def predicted_labels(y_pred: Any, n_rows: int) -> np.ndarray:
+    """A model's ``predict`` output as one label per row. CatBoost returns an (n, 1) column on
+    three or more classes; compared with the (n,) truth it would broadcast to an n x n matrix
+    (an "accuracy" of about n / k). Any other shape is an error, never a metric."""
+    labels = np.asarray(y_pred)
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        labels = labels[:, 0]
+    if labels.shape != (n_rows,):
+        raise ValueError(f"the task model predicted an array of shape {np.shape(y_pred)} for {n_rows} rows; "
+                         f"expected one label per row")
+    return labels
+
+
 def round_metrics(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -> dict[str, float]:
     """Accuracy, F1 and ROC-AUC of hard labels.
 
@@ -33,6 +46,7 @@ def round_metrics(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -> dic
     Multi-class: macro F1 and macro one-vs-rest ROC-AUC of the hard labels.
     ROC-AUC is NaN when the test set holds a single class.
     """
+    y_pred = predicted_labels(y_pred, y_true.size)
     accuracy = float(np.count_nonzero(y_true == y_pred)) / y_true.size
     classes = [1] if n_classes == 2 else list(range(n_classes))
     f1s, aucs = [], []
