@@ -167,11 +167,12 @@ def blas_binary_codes(X: np.ndarray, support_vectors: np.ndarray, dual_coef: np.
     """
     d = X.shape[1]
     weights = dual_coef[0]
-    norm_x = np.sqrt(np.einsum("ij,ij->i", X, X))
-    norm_sv = np.sqrt(np.einsum("ij,ij->i", support_vectors, support_vectors))
+    squares_x = np.einsum("ij,ij->i", X, X)
+    squares_sv = np.einsum("ij,ij->i", support_vectors, support_vectors)
+    norm_x, norm_sv = np.sqrt(squares_x), np.sqrt(squares_sv)
     cross = X @ support_vectors.T
     if kernel == "rbf":
-        K = np.exp(-gamma * (norm_x[:, None] ** 2 + norm_sv[None, :] ** 2 - 2.0 * cross))
+        K = np.exp(-gamma * (squares_x[:, None] + squares_sv[None, :] - 2.0 * cross))
         per_value = gamma * (d + 2) * _EPS * (norm_x + norm_sv.max()) ** 2 + 8 * _EPS
     else:
         K = cross
