@@ -200,3 +200,17 @@ def test_without_the_flag_nothing_changes(settled_run):
     assert "until settled" not in md.lower()
     header = md.split("## AUBC per strategy")[1].split("```")[1].splitlines()[1]
     assert header.split()[:3] == list(TABLE_HEADER[:3]) and header.endswith(TABLE_HEADER[-1])
+
+
+def test_a_cell_without_a_published_value_stops_after_the_first_round(tmp_path, sonar):
+    table = tmp_path / "other.csv"  # a table with no row for uniform: nothing to settle
+    table.write_text("paper,table,dataset,strategy,metric,mean,scale,aubc_variant\n"
+                     "mine,Table 1,sonar,coreset,accuracy,0.7500,fraction,zhan2021_code\n")
+    replay = audit.reproduce("zhan2021", "sonar", strategies=["uniform"], trials=30,
+                             store=tmp_path / "store.sqlite", out=tmp_path / "report", references=table,
+                             diagnose=False, until_settled=True)
+    cell = replay.cells.iloc[0]
+    assert replay.ran == 10 and cell.trials_run == cell.n == 10
+    assert cell.stop == "no published value: stopped at n=10" and cell.verdict == "no reference"
+    assert (cell.settled_at is None or math.isnan(cell.settled_at)) and cell.cs99_low < cell["mean"] < cell.cs99_high
+    assert "nothing to settle and stops after the first round (n=10)" in (tmp_path / "report" / "report.md").read_text()

@@ -10,10 +10,12 @@ The rule (docs/reports.md, "Anytime-valid verdicts"):
   its successful AUBCs (trial seeds in order; :func:`audit.analysis.stats.betting_excludes`
   reads every n up to the round's end) excludes that value: verdict **discrepant at 1%**,
   no more trials for it;
+- a cell with no published value has no verdict to settle ("no reference" at any n): it
+  stops after the first round, so the report still shows its mean over those trials;
 - the 95% CS excluding it does not stop a cell: more trials may still raise the grade to
-  "at 1%", which the fixed-n run would then report. Such a cell, a consistent one, and a
-  cell with no published value run to the maximum, and a cell at the maximum has exactly
-  the fixed run's trials and gets its verdict, the t-intervals of lu2023 Table 9.
+  "at 1%", which the fixed-n run would then report. Such a cell and a consistent one run
+  to the maximum, and a cell at the maximum has exactly the fixed run's trials and gets its
+  verdict, the t-intervals of lu2023 Table 9.
 
 So a cell's verdict differs from the fixed-n one only when the 99% CS excluded the published
 value early and the 99% t-interval over all the maximum's trials would not have: when the
@@ -87,8 +89,8 @@ def run_rounds(plan: ReplayPlan, request: ReproduceRequest, store: ResultStore,
     log(f"until settled: rounds end at n = {', '.join(map(str, ends))}; a cell stops when the "
         f"{1 - STOP_ALPHA:.0%} {BETTING_CS} excludes its published value")
     if without:
-        log(f"until settled: no published value for {', '.join(without)}: "
-            f"{'it runs' if len(without) == 1 else 'they run'} to n={maximum}")
+        log(f"until settled: no published value for {', '.join(without)}: nothing to settle, "
+            f"{'it stops' if len(without) == 1 else 'they stop'} after the first round (n={ends[0]})")
     ran, fingerprint, details = 0, "", {}
 
     def so_far() -> Rounds:
@@ -106,7 +108,10 @@ def run_rounds(plan: ReplayPlan, request: ReproduceRequest, store: ResultStore,
         ran += len(tasks)
         for sid in list(active):
             reached[sid] = end
-            if published.get(sid) is None or end == maximum:
+            if published.get(sid) is None:  # its verdict is "no reference" whatever n
+                active.remove(sid)
+                continue
+            if end == maximum:
                 continue
             values = _ok_values(store, plan, sid, fingerprint, plan.seeds[:end])
             if betting_first_exclusion(values, published[sid], STOP_ALPHA) is not None:
@@ -136,8 +141,12 @@ def settle_cell(cell: dict[str, Any], values: list[float], rounds: Rounds, maxim
              "alpha": STOP_ALPHA if at else None, "boundary": BETTING_CS,
              "cs95": _interval(values, 0.05), "cs99": _interval(values, 0.01),
              "fixed_n_verdict_at_stop": cell["verdict"]}
-    entry["stop"] = (f"settled at n={at} by {BETTING_CS} (alpha {STOP_ALPHA:g})" if at
-                     else f"ran to n={n_run}")
+    if at:
+        entry["stop"] = f"settled at n={at} by {BETTING_CS} (alpha {STOP_ALPHA:g})"
+    elif cell.get("published_mean") is None and n_run < maximum:
+        entry["stop"] = f"no published value: stopped at n={n_run}"
+    else:
+        entry["stop"] = f"ran to n={n_run}"
     cell["settle"] = entry
     if at:
         cell["verdict"] = DISCREPANT_1

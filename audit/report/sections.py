@@ -88,10 +88,10 @@ def settled_rule(report: dict[str, Any]) -> str:
         return ""
     stop = 1 - s["stop_alpha"]
     return (f"Until settled: after each round a cell stops as soon as the {stop:.0%} {s['boundary']} (valid however "
-            f"often it is looked at) excludes its published mean: discrepant at {s['stop_alpha']:.0%}. Every other cell "
-            f"(the {1 - s['alphas'][0]:.0%} CS excluding it only, consistent, or no published value) runs to "
-            f"n={s['max_trials']} and gets the fixed-n t-interval verdict above. The CS columns are the anytime-valid "
-            f"intervals over the trials run.")
+            f"often it is looked at) excludes its published mean: discrepant at {s['stop_alpha']:.0%}. A cell with no "
+            f"published value has nothing to settle and stops after the first round (n={s['rounds'][0]}). Every other "
+            f"cell (the {1 - s['alphas'][0]:.0%} CS excluding it only, or consistent) runs to n={s['max_trials']} and gets "
+            f"the fixed-n t-interval verdict above. The CS columns are the anytime-valid intervals over the trials run.")
 
 
 def table_header(report: dict[str, Any]) -> tuple[str, ...]:
