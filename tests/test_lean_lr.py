@@ -11,7 +11,8 @@ from adapters.libact import libact_model
 from audit.engine.liblinear_ovr import OvRLogisticRegression
 from audit.engine.models import ModelSpec
 from audit.engine.runner import run_trial
-from audit.fast.linear import LeanLR, fit_lbfgs_binary, lbfgs_binary_applies
+from audit.fast import linear
+from audit.fast.linear import LeanLR, fit_lbfgs_binary, lbfgs_binary_applies, minimize_lbfgsb
 from audit.fast.policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
 from audit.protocols import load_protocol
 from tests.conftest import assert_same_replay
@@ -279,6 +280,39 @@ def test_the_lean_lbfgs_fit_is_logistic_regressions_fit_on_random_problems():
         X_new = rng.normal(size=(9, d))
         for method in ("decision_function", "predict", "predict_proba"):
             assert np.array_equal(getattr(reference, method)(X_new), getattr(lean, method)(X_new)), method
+
+
+def _rosenbrock(x, scale):
+    value = scale * float(np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2))
+    grad = np.zeros_like(x)
+    grad[:-1] = scale * (-400.0 * x[:-1] * (x[1:] - x[:-1] ** 2) - 2 * (1 - x[:-1]))
+    grad[1:] += scale * 200.0 * (x[1:] - x[:-1] ** 2)
+    return value, grad
+
+
+@pytest.mark.parametrize("maxiter, ftol, gtol", [(3, 1e-12, 1e-5), (200, 64 * np.finfo(float).eps, 1e-4),
+                                                 (15000, 1e-3, 1e-8), (200, 0.0, 0.0)])
+def test_the_lean_lbfgsb_loop_is_scipys_minimize(maxiter, ftol, gtol):
+    """Stops at maxiter, at the projected gradient and at the relative reduction of f: the same
+    x, value, counts, status and message as SciPy's own."""
+    from scipy import optimize
+    rng = np.random.default_rng(5)
+    for n in (2, 5, 30):
+        x0, scale = rng.normal(size=n), float(rng.uniform(0.5, 3))
+        options = {"maxiter": maxiter, "maxls": 50, "gtol": gtol, "ftol": ftol}
+        expected = optimize.minimize(_rosenbrock, x0, args=(scale,), method="L-BFGS-B", jac=True, options=options)
+        got = minimize_lbfgsb(_rosenbrock, x0, (scale,), options)
+        assert np.array_equal(expected.x, got.x) and expected.fun == got.fun
+        assert (expected.nit, expected.nfev, expected.status, expected.message) == \
+            (got.nit, got.nfev, got.status, got.message)
+
+
+def test_on_another_scipy_the_lean_lbfgsb_loop_is_scipys_minimize(monkeypatch):
+    monkeypatch.setattr(linear.scipy, "__version__", "1.18.0")
+    calls = []
+    monkeypatch.setattr(linear, "_setulb", lambda *args: calls.append(args))
+    result = minimize_lbfgsb(_rosenbrock, np.zeros(3), (1.0,), {"maxiter": 50, "maxls": 20, "gtol": 1e-5, "ftol": 1e-9})
+    assert calls == [] and result.success and np.allclose(result.x, 1, atol=1e-3)
 
 
 @pytest.mark.parametrize("params, X_kind", [({"C": np.inf}, "float64"), ({"class_weight": "balanced"}, "float64"),
