@@ -24,6 +24,7 @@ from audit.analysis.references import load_references
 from audit.analysis.reproduce import reproduce as _reproduce
 from audit.engine.replay import ReproduceRequest
 from audit.engine.store import DEFAULT_STORE, open_read_only
+from audit.engine.workers import pools_kept
 from audit.errors import AuditError
 from audit.protocols import Protocol, load_protocol
 
@@ -111,7 +112,8 @@ def reproduce(protocol: str | Path | Protocol, dataset: str, strategies: Sequenc
                                no_diagnose=not diagnose, references=references, force=force,
                                until_settled=bool(until_settled))
     log = (lambda line: print(line, file=sys.stderr)) if progress else (lambda line: None)
-    outcome = _reproduce(request, log)
+    with pools_kept():  # one pool for the replay's rounds and its diagnosis's replays
+        outcome = _reproduce(request, log)
     attrs = _provenance(outcome.report)
     columns = list(CELL_COLUMNS) + (list(SETTLED_COLUMNS) if until_settled else [])
     cells = pd.DataFrame([_cell_row(outcome.report, c) for c in outcome.report["strategies"]], columns=columns)

@@ -13,6 +13,7 @@ from audit.engine.metrics import get_variant
 from audit.engine.models import ModelSpec
 from audit.engine.runner import TrialTask, budget_for, run_trial
 from audit.engine.splits import make_split
+from audit.engine.workers import kept_pool, pools_kept
 from audit.errors import AuditError
 from audit.protocols import StrategySpec, load_protocol
 from tests.conftest import with_split
@@ -134,6 +135,20 @@ def test_jobs_do_not_change_results(lu2023):
     parallel = {(r.strategy, r.trial_seed): (r.aubc, r.query_hash) for r in run_tasks(tasks, jobs=2)}
     assert serial == parallel
     assert len(serial) == 6
+
+
+def test_inside_pools_kept_one_pool_runs_every_batch_and_closes_on_leaving(lu2023):
+    tasks = [TrialTask(lu2023, "sonar", None, "us-c", seed) for seed in (0, 1, 2, 3)]
+    with pools_kept():
+        first = {(r.strategy, r.trial_seed): (r.aubc, r.query_hash) for r in run_tasks(tasks[:2], jobs=2)}
+        executor = kept_pool(2, None)
+        pool, workers = executor._pool, set(executor._pool._processes)
+        with pools_kept():  # nested: the outer one keeps the pools
+            second = {(r.strategy, r.trial_seed): (r.aubc, r.query_hash) for r in run_tasks(tasks[2:], jobs=2)}
+        assert kept_pool(2, None) is executor and executor._pool is pool and set(pool._processes) == workers
+    assert executor._pool is None and kept_pool(2, None) is None  # closed on leaving; outside, nothing is kept
+    alone = {(r.strategy, r.trial_seed): (r.aubc, r.query_hash) for r in run_tasks(tasks, jobs=2)}
+    assert {**first, **second} == alone and len(alone) == 4
 
 
 def test_library_warnings_are_recorded_with_the_trial_not_printed(lu2023, sonar, recwarn):

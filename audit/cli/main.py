@@ -134,7 +134,10 @@ def _main(argv: Sequence[str] | None, interrupts: "_Interrupts") -> int:
             from audit.engine.workers import start_early
 
             start_early()  # worker imports overlap with the driver's own
-        return args.func(args)
+        from audit.engine.workers import pools_kept
+
+        with pools_kept():  # one pool for all of the command's batches of trials
+            return args.func(args)
     except AuditError as exc:
         print(f"audit: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

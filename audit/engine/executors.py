@@ -32,6 +32,7 @@ import numpy as np
 from audit.engine.runner import TrialResult, TrialTask, execute_task
 from audit.engine.synthetic import Draw
 from audit.engine.workers import context as worker_context
+from audit.engine.workers import kept_pool
 from audit.engine.workers import run_on_dask_worker
 from audit.errors import AuditError
 
@@ -421,9 +422,14 @@ def make_executor(name: str, workers: int, scheduler: str | None = None,
 
 
 def run_tasks(tasks: Iterable[TrialTask], jobs: int = 1) -> Iterator[TrialResult]:
-    """Run tasks and yield results as they finish (jobs > 1: in a local process pool).
+    """Run tasks and yield results as they finish (jobs > 1: in a local process pool, kept
+    open for the next call inside :func:`audit.engine.workers.pools_kept`).
 
     Results do not depend on ``jobs``: each trial draws only from its own seeds.
     """
+    kept = kept_pool(jobs, LocalExecutor) if jobs > 1 else None
+    if kept is not None:
+        yield from kept.run(list(tasks))
+        return
     with LocalExecutor(jobs) as executor:
         yield from executor.run(list(tasks))

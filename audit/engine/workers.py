@@ -20,11 +20,12 @@ worker refuses it (:func:`run_on_dask_worker`).
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import signal
 import threading
 from multiprocessing.context import BaseContext
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from audit.errors import AuditError
 
@@ -64,6 +65,40 @@ def _start_forkserver() -> None:
 def start_early() -> None:
     """Start the forkserver now, so its imports overlap with the driver's."""
     context()
+
+
+_KEPT: dict[int, Any] | None = None  # inside pools_kept: the open local executor of each jobs count
+
+
+@contextlib.contextmanager
+def pools_kept() -> Iterator[None]:
+    """Inside, the local pools of :func:`audit.engine.executors.run_tasks` stay open from
+    call to call (one per jobs count) and close on leaving. A command that runs many short
+    batches of trials (the rounds of ``--until-settled``, a diagnosis's replays, a claims
+    check's cells) then pays the workers' start, lazy imports and fast-path self-checks
+    once, not once per batch. Results do not change: a trial draws only from its own seeds,
+    and a worker runs one trial after another within a batch already."""
+    global _KEPT
+    if _KEPT is not None:  # nested: the outer one keeps them
+        yield
+        return
+    _KEPT = {}
+    try:
+        yield
+    finally:
+        kept, _KEPT = _KEPT, None
+        for executor in kept.values():
+            executor.close()
+
+
+def kept_pool(jobs: int, make: Callable[[int], Any]) -> Any | None:
+    """Inside :func:`pools_kept`, the kept executor of ``jobs`` workers (``make(jobs)`` the
+    first time); outside, None."""
+    if _KEPT is None:
+        return None
+    if jobs not in _KEPT:
+        _KEPT[jobs] = make(jobs)
+    return _KEPT[jobs]
 
 
 def run_on_dask_worker(trial_function: Callable[[Any, Any], Any], task: Any, arrays: Any) -> Any:
