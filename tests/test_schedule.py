@@ -111,10 +111,12 @@ def test_partial_reports_while_the_run_goes_on_then_the_final_one(small, sonar, 
 
 def test_until_settled_writes_a_partial_report_after_each_round(small, sonar, tmp_path, partial_writes):
     """Rounds end at n = 10 and 20: uniform (published far below, a user's table) settles at 10
-    and is shown finished with its settle entry while hintsvm (no published value) runs on."""
+    and is shown finished with its settle entry while hintsvm (published near its mean: no
+    bound excludes it after 10 trials) runs on."""
     table = tmp_path / "mine.csv"
     table.write_text("paper,table,dataset,strategy,metric,mean,scale,aubc_variant\n"
-                     "mine,Table 1,sonar,uniform,accuracy,0.05,fraction,zhan2021_code\n")
+                     "mine,Table 1,sonar,uniform,accuracy,0.05,fraction,zhan2021_code\n"
+                     "mine,Table 1,sonar,hintsvm,accuracy,0.75,fraction,zhan2021_code\n")
     out = tmp_path / "rep"
     request = ReproduceRequest(small, "sonar", ["uniform", "hintsvm"], trials=20, store=tmp_path / "s.sqlite",
                                out=out, progress=False, no_diagnose=True, until_settled=True, references=table)
