@@ -252,6 +252,28 @@ def test_released_code_knobs_are_hypotheses_only_where_they_can_change_the_cell(
     assert "libact-labels" not in keys("margin", "parkinsons")
 
 
+def test_an_initial_set_rule_that_changes_no_trial_is_not_replayed(zhan, released):
+    """zhan2021 skips a seed whose first draw lacks a class; its released code redraws until two
+    of each. On sonar no planned first draw lacks one, so the redraw replay is the audited cell
+    itself: not a hypothesis, and a pair with it is the other flip alone. On haberman it is."""
+    sonar, haberman = _data("sonar"), _data("haberman")
+    keyed = {h.key: h for h in HYPOTHESES}
+    assert "initial-rule" not in {h.key for h, _ in derived_protocols(zhan, released, "margin", data=sonar)}
+    assert "initial-rule" in {h.key for h, _ in derived_protocols(zhan, released, "margin", data=haberman)}
+    assert "initial-rule" in {h.key for h, _ in derived_protocols(zhan, released, "margin")}  # data unknown
+    redraw = keyed["initial-rule"].flip(zhan, released, "uniform")
+    assert redraw.split.initial_rule != zhan.split.initial_rule
+    small = dataclasses.replace(zhan, budget_size=5)
+    for seed in plan_seeds(zhan, sonar.y, 3, sonar)[0]:  # really the same trials
+        one = run_trial(small, "sonar", sonar.X, sonar.y, "uniform", seed)
+        other = run_trial(dataclasses.replace(redraw, budget_size=5), "sonar", sonar.X, sonar.y, "uniform", seed)
+        assert (one.query_hash, one.aubc) == (other.query_hash, other.aubc)
+    both = combine(keyed["pool-order"], keyed["initial-rule"]).flip(zhan, released, "uniform")
+    pool = keyed["pool-order"].flip(zhan, released, "uniform")
+    assert effective_key(zhan, both, "uniform", sonar) == effective_key(zhan, pool, "uniform", sonar)
+    assert effective_key(zhan, both, "uniform", haberman) != effective_key(zhan, pool, "uniform", haberman)
+
+
 def test_a_replay_stops_once_the_cs_excludes_the_published_value(zhan, released, tmp_path):
     _data("sonar")
     small = dataclasses.replace(zhan, budget_size=10)

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+import numpy as np
+
 import adapters
 from audit.analysis.compare import summarise
 from audit.analysis.settled import STOP_ALPHA, schedule
@@ -27,6 +29,7 @@ from audit.engine.runner import (
     conflicting_duplicates,
     file_label_values,
 )
+from audit.engine.splits import plan_seeds, seed_split
 from audit.engine.store import ResultStore
 from audit.protocols import Protocol, load_protocol
 
@@ -99,10 +102,42 @@ def _libact_labels_matter(library: str, data: Dataset | None) -> bool:
         data is None or (data.info.n_classes == 2 and file_label_values(data.info.name) != {0: -1, 1: 1}))
 
 
-def _changes(audited: Protocol, derived: Protocol, sid: str, data: Dataset | None = None) -> bool:
-    """Does the flip change anything this strategy's replay depends on (on this data set,
-    when ``data`` is given)? The label knobs matter only where their lookup or encoding
-    gives other labels: equal rows with different labels, a binary file not labelled -1/+1."""
+def _same_trials(first: Protocol, second: Protocol, data: Dataset, n_trials: int | None) -> bool:
+    """Do both protocols plan the same trial seeds on ``data`` and draw every one of them the
+    same split (test rows, initial labels, pool in its order, validation rows)?"""
+    seeds = plan_seeds(first, data.y, n_trials, data)[0]
+    if seeds != plan_seeds(second, data.y, n_trials, data)[0]:
+        return False
+    for seed in seeds:
+        one, other = seed_split(first, data, seed)[2], seed_split(second, data, seed)[2]
+        if not all(np.array_equal(getattr(one, part), getattr(other, part))
+                   for part in ("test", "labeled", "pool", "validation")):
+            return False
+    return True
+
+
+def without_inert_initial_rule(audited: Protocol, protocol: Protocol, data: Dataset | None,
+                               n_trials: int | None = None) -> Protocol:
+    """``protocol`` with the audited initial-set rule put back where its own rule changes no
+    trial on ``data``: the rules differ only when a first draw lacks a class (a skipped seed
+    against a redraw), and on most data sets no planned trial's first draw does (sonar's 20
+    initial labels of 124 rows always hold both classes twice), so the redraw replay would be
+    the audited cell again. Unknown data, or a rule that does change a trial: unchanged."""
+    reset = replace(protocol, split=replace(protocol.split, initial_rule=audited.split.initial_rule,
+                                            min_per_class=audited.split.min_per_class))
+    if data is None or reset.split == protocol.split or not _same_trials(protocol, reset, data, n_trials):
+        return protocol
+    return reset
+
+
+def _changes(audited: Protocol, derived: Protocol, sid: str, data: Dataset | None = None,
+             n_trials: int | None = None) -> bool:
+    """Does the flip change anything this strategy's replay depends on (on this data set and
+    its ``n_trials`` planned trials, when ``data`` is given)? The label knobs matter only where
+    their lookup or encoding gives other labels: equal rows with different labels, a binary
+    file not labelled -1/+1; the initial-set rule only where a planned trial's first draw
+    lacks a class (:func:`without_inert_initial_rule`)."""
+    derived = without_inert_initial_rule(audited, derived, data, n_trials)
     if any(getattr(audited, k) != getattr(derived, k) for k in ("split", "scaling", "aubc_variant")) \
             or audited.strategy(sid) != derived.strategy(sid):
         return True
@@ -123,12 +158,12 @@ def combine(first: Hypothesis, second: Hypothesis) -> Hypothesis:
 
 def derived_protocols(audited: Protocol, released: Protocol, sid: str,
                       hypotheses: tuple[Hypothesis, ...] = HYPOTHESES,
-                      data: Dataset | None = None) -> list[tuple[Hypothesis, Protocol]]:
+                      data: Dataset | None = None, n_trials: int | None = None) -> list[tuple[Hypothesis, Protocol]]:
     """The relevant hypotheses for one strategy, each a protocol with its own name (store key)."""
     out = []
     for h in hypotheses:
         derived = h.flip(audited, released, sid)
-        if _changes(audited, derived, sid, data):
+        if _changes(audited, derived, sid, data, n_trials):
             out.append((h, replace(derived, name=f"{audited.name}~{h.key}")))
     return out
 
@@ -157,11 +192,14 @@ def curve_source(audited: Protocol, derived: Protocol, hypothesis: Hypothesis) -
                    name=f"{audited.name}~{'+'.join(keys)}" if keys else audited.name)
 
 
-def effective_key(audited: Protocol, protocol: Protocol, sid: str, data: Dataset | None = None) -> str:
+def effective_key(audited: Protocol, protocol: Protocol, sid: str, data: Dataset | None = None,
+                  n_trials: int | None = None) -> str:
     """The spec hash of ``protocol`` restricted to what strategy ``sid``'s trials read on
-    ``data``: its name, the other strategies and the AUBC variant (a trial's curve is the
-    same under any variant) left out, and every knob that :func:`_changes` finds inert for
-    this strategy reset to the audited value. Two replays with one key run the same trials."""
+    ``data`` (``n_trials`` of them): its name, the other strategies and the AUBC variant (a
+    trial's curve is the same under any variant) left out, and every knob that
+    :func:`_changes` finds inert for this strategy reset to the audited value. Two replays
+    with one key run the same trials."""
+    protocol = without_inert_initial_rule(audited, protocol, data, n_trials)
     spec = protocol.strategy(sid)
     library = adapters.strategy_class(spec.implementation).library
     p = replace(protocol, name=audited.name, title=audited.title, released=audited.released,
@@ -189,7 +227,7 @@ def _replay(audited: Protocol, derived: Protocol, hypothesis: Hypothesis, datase
     source = None if hypothesis is RELEASED_ALL else curve_source(audited, derived, hypothesis)
     runs = source or derived
     if shared is not None:
-        runs = shared.setdefault(effective_key(audited, runs, sid, data), runs)
+        runs = shared.setdefault(effective_key(audited, runs, sid, data, request.trials), runs)
     sub = ReproduceRequest(protocol=runs, dataset=dataset, strategies=[sid], trials=request.trials,
                            jobs=request.jobs, data_dir=request.data_dir, store=request.store,
                            progress=False, trial_timeout=request.trial_timeout, batch_size=request.batch_size)
@@ -231,16 +269,16 @@ def diagnose_cell(audited: Protocol, dataset: str, cell: dict[str, Any], request
         return not_diagnosed(audited, summary_line, "underpowered")
     released = load_protocol(audited.released)
     data = load_dataset(dataset, request.data_dir)
-    singles = derived_protocols(audited, released, sid, data=data)
-    shared = {effective_key(audited, audited, sid, data): audited}  # a replay the audited cell's trials hold
+    singles = derived_protocols(audited, released, sid, data=data, n_trials=request.trials)
+    shared = {effective_key(audited, audited, sid, data, request.trials): audited}  # the audited cell's trials
 
     def replay(h: Hypothesis, derived: Protocol) -> dict[str, Any]:
         return _replay(audited, derived, h, dataset, sid, published, request, store, shared, data)
 
     rows = [replay(h, derived) for h, derived in singles]
     if not any(r["inside"] for r in rows):
-        rows += [replay(h, derived)
-                 for h, derived in derived_protocols(audited, released, sid, pairs([h for h, _ in singles]), data)]
+        rows += [replay(h, derived) for h, derived in
+                 derived_protocols(audited, released, sid, pairs([h for h, _ in singles]), data, request.trials)]
     whole = None
     if not any(r["inside"] for r in rows) and sid in released.strategies:
         whole = replay(RELEASED_ALL, released)
