@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from audit.analysis.claims import evaluate, format_claims
 from audit.analysis.claims import alpbench as claims
@@ -59,6 +60,19 @@ def test_deteriorates_and_needs():
     r = pipelines({("knn_3", "core_set"): 0.7, ("rf_entropy", "margin"): 0.9})
     verdict, figures = claims.deteriorates({}, r, ALPHA)
     assert verdict == "support" and "knn_3 x core_set" in figures and "rf_entropy" not in figures
+    assert "3 of 6 pipelines" in figures and "Holm p=" in figures
+    # one pipeline a little below on one data set: significant alone, not among many pipelines
+    rng = np.random.default_rng(1)
+    many = claims.Pipelines(["l"], [f"q{i}" for i in range(200)], ["a"])
+    for i in range(200):
+        first = 0.8 + 0.01 * rng.standard_normal(10)
+        many.first_last["l", f"q{i}", "a"] = (first, first + 0.01 + 0.01 * rng.standard_normal(10))
+    first = 0.8 + 0.01 * rng.standard_normal(10)
+    drop = np.array([-0.016, 0.004, -0.014, 0.002, -0.012, 0.004, -0.010, 0.0, -0.008, -0.010])  # mean -0.006
+    many.first_last["l", "q0", "a"] = (first, first + drop)
+    assert stats.ttest_rel(many.first_last["l", "q0", "a"][1], first, alternative="less").pvalue < ALPHA
+    verdict, figures = claims.deteriorates({}, many, ALPHA)
+    assert verdict == "inconclusive" and "none of the 200 pipelines" in figures and "1 below at an unadjusted" in figures
     verdict, figures = claims.needs({"openml_id": 334, "learners": ["tabpfn"]}, r, ALPHA)
     assert verdict == "not testable here" and "334 is not present" in figures and "tabpfn" in figures
 
