@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 
 import numpy as np
@@ -18,7 +19,7 @@ from audit.analysis.diagnose.counterfactual import (
     diagnose_cell,
     effective_key,
 )
-from audit.analysis.reproduce import ReproduceRequest
+from audit.analysis.reproduce import ReproduceRequest, reproduce
 from audit.cli.main import main
 from audit.engine.datasets import DataError, load_dataset
 from audit.engine.runner import run_trial
@@ -250,6 +251,23 @@ def test_released_code_knobs_are_hypotheses_only_where_they_can_change_the_cell(
     # the file's labels reach libact: different only where the file is not labelled -1/+1
     assert "libact-labels" not in keys("hintsvm", "sonar") and "libact-labels" in keys("hintsvm", "parkinsons")
     assert "libact-labels" not in keys("margin", "parkinsons")
+
+
+def test_reproduce_says_which_cells_it_diagnoses_and_how_before_it_starts(tmp_path):
+    _data("sonar")
+    lines = []
+    reproduce(ReproduceRequest(protocol="zhan2021", dataset="sonar", strategies=["uniform", "coreset"], trials=10,
+                               batch_size=10, store=tmp_path / "s.sqlite", out=tmp_path / "report", progress=False),
+              log=lines.append)
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    diagnosed = [c["strategy"] for c in report["strategies"] if c.get("diagnosis")]
+    assert diagnosed == ["uniform"]  # published 0.621 against about 0.76; coreset is consistent
+    plan = [line for line in lines if line.startswith("diagnosis: ")]
+    assert plan == ["diagnosis: 1 discrepant cell (uniform), one after another: each replayed under every single flip "
+                    "toward zhan2021-released that changes it; if none explains it, under their pairs; if none of those "
+                    "does, under zhan2021-released itself. A replay runs up to 10 trials and stops once the 99% CS "
+                    "excludes the published value"]
+    assert lines.index(plan[0]) < min(i for i, line in enumerate(lines) if line.startswith("diagnosis uniform"))
 
 
 def test_an_initial_set_rule_that_changes_no_trial_is_not_replayed(zhan, released):

@@ -23,6 +23,7 @@ from audit.analysis.compare import (
     verdict,
 )
 from audit.analysis.diagnose.counterfactual import (
+    MIN_DIAGNOSIS_TRIALS,
     diagnose_cell,
     is_discrepant,
     not_diagnosed,
@@ -318,6 +319,13 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
         cells, per_trial, curves, audited = _read_cells(
             plan, plan.strategies, store, fingerprint,
             rounds.seeds if rounds else {sid: seeds for sid in plan.strategies}, table, rounds)
+        discrepant = [c["strategy"] for c in cells if is_discrepant(c) and c["n_trials"] >= MIN_DIAGNOSIS_TRIALS]
+        if discrepant and protocol.released and not request.no_diagnose:
+            log(f"diagnosis: {len(discrepant)} discrepant cell{'s' * (len(discrepant) > 1)} ({', '.join(discrepant)}), "
+                "one after another: each "
+                f"replayed under every single flip toward {protocol.released} that changes it; if none explains it, "
+                f"under their pairs; if none of those does, under {protocol.released} itself. A replay runs up to "
+                f"{len(seeds)} trials and stops once the 99% CS excludes the published value")
         for cell in filter(is_discrepant, cells):  # counterfactual replays, or why there are none
             if request.no_diagnose:
                 cell["diagnosis"] = not_diagnosed(protocol, "diagnosis not run (--no-diagnose)", "not run")
