@@ -94,7 +94,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("--until-settled", action="store_true",
                      help="run trials in rounds (n = 10, 20, 40, 70, ...) and stop a cell as soon as a 99%% betting "
                      "confidence sequence, valid however often it is looked at, excludes its published value "
-                     "(discrepant at 1%%); other cells run to the maximum, --trials or the protocol's count")
+                     "(discrepant at 1%%); a cell without one stops after the first round; other cells run to the "
+                     "maximum, --trials or the protocol's count")
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")
     rep.set_defaults(func=_reproduce)
 
