@@ -268,3 +268,19 @@ def test_lu2023_times_transcription_reads_the_table_format():
     assert [(r["dataset"], r["strategy"], r["seconds"], r["estimated"]) for r in rows] == [
         ("sonar", "uniform", "2.278", "no"), ("sonar", "coreset", "234000", "yes"),
         ("heart", "uniform", "60.5", "no"), ("heart", "coreset", "123", "no")]
+
+
+def test_a_report_without_any_published_number_says_why():
+    from audit.report.sections import report_sections
+
+    cells = [{"strategy": "random", "reference": None}, {"strategy": "margin", "reference": None}]
+    figures_only = {"protocol": {"scale": "fraction", "reference_paper": "alpbench2024", "reference_tables": []},
+                    "strategies": cells, "seeds": {"skipped": []}}
+    (section,) = [s for s in report_sections(figures_only) if s.title == "Published references"]
+    assert [i.text for i in section.items] == [
+        "none: alpbench2024 publishes no numeric table (its results are figures), so no cell has a published number "
+        "and every verdict is 'no reference'"]
+    tables = {**figures_only, "protocol": {**figures_only["protocol"], "reference_paper": "lu2023",
+                                           "reference_tables": ["Table 9"]}}
+    (section,) = [s for s in report_sections(tables) if s.title == "Published references"]
+    assert section.items[0].text.startswith("none: no published number for any cell of this data set")

@@ -180,6 +180,11 @@ def _references(report: dict[str, Any]) -> Section:
             f" (published with AUBC variant {r['aubc_variant']}, replayed with {replayed})"
         row = f", row '{r['row']}'" if r["row"] else ""  # a user's table may have no row labels
         items.append(Item(f"{c['strategy']}: {r['paper']} {r['table']}{row} ({r['source']}){mismatch}{extra}"))
+    if not items and report["strategies"]:  # say why every verdict is "no reference"
+        paper, tables = report["protocol"].get("reference_paper"), report["protocol"].get("reference_tables")
+        items.append(Item(f"none: {paper} publishes no numeric table (its results are figures), so no cell has a "
+                          "published number and every verdict is 'no reference'" if paper and tables == [] else
+                          "none: no published number for any cell of this data set (every verdict is 'no reference')"))
     return Section("Published references", tuple(items))
 
 
