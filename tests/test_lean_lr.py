@@ -346,35 +346,3 @@ def test_a_changed_loss_in_the_lean_lbfgs_fit_fails_the_grid_searchs_self_check(
 
     monkeypatch.setattr(linear, "_binary_loss_gradient", summed_the_other_way)
     assert not _agrees_with_grid_search()
-
-
-def _same(a, b) -> bool:
-    """Equal values, arrays and random states compared by content (a deep copy's are new objects)."""
-    if isinstance(a, np.ndarray):
-        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
-    if isinstance(a, np.random.RandomState):
-        return isinstance(b, np.random.RandomState) and _same(list(a.get_state()), list(b.get_state()))
-    if isinstance(a, (tuple, list)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return a == b
-
-
-def test_a_deep_copy_of_a_lean_lr_is_what_the_default_deep_copy_makes():
-    import copy
-    import pickle
-
-    rng = np.random.default_rng(8)
-    X, y = rng.normal(size=(30, 4)), np.r_[0, 1, rng.integers(0, 2, size=28)]
-    for random_state in (0, np.random.RandomState(3), None):
-        lean = LeanLR(solver="liblinear", random_state=random_state).fit(X, y)
-        lean.shared_ = lean.coef_  # two names for one array stay one array
-        copied, default = copy.deepcopy(lean), pickle.loads(pickle.dumps(lean))
-        assert type(copied) is LeanLR and _same(vars(copied), vars(lean)) and _same(vars(copied), vars(default))
-        for name, value in vars(lean).items():
-            if isinstance(value, (np.ndarray, np.random.RandomState)):
-                assert getattr(copied, name) is not value, name
-        assert copied.shared_ is copied.coef_
-        copied.fit(X[:20], y[:20])  # refitting the copy leaves the original as it was
-        assert np.array_equal(lean.coef_, default.coef_) and np.array_equal(lean.predict(X), default.predict(X))

@@ -69,13 +69,6 @@ except ImportError:
 
 SUPPORTED_SCIPY = ((1, 17), (1, 18))  # from, up to not including: the releases whose _minimize_lbfgsb loop it makes
 
-_IMMUTABLE = (int, float, bool, str, type(None))
-
-
-def _immutable(value) -> bool:
-    """Does ``copy.deepcopy`` return ``value`` itself: an atom, or a tuple of atoms?"""
-    return type(value) in _IMMUTABLE or (type(value) is tuple and all(type(v) in _IMMUTABLE for v in value))
-
 _LIBLINEAR_MAX_X = 1e30  # LogisticRegression refuses liblinear beyond this value (a frozen fit)
 
 
@@ -148,18 +141,6 @@ class LeanLR(FastPathMixin, OvRLogisticRegression):
         if max(n_iter) >= self.max_iter:
             warnings.warn("Liblinear failed to converge, increase the number of iterations.", ConvergenceWarning)
         return raw_coef, n_iter
-
-    def __deepcopy__(self, memo: dict) -> "LeanLR":
-        """What ``copy.deepcopy`` makes of it by default (a new instance whose ``__dict__`` is a
-        deep copy of this one's: BaseEstimator's ``__getstate__`` adds nothing outside
-        scikit-learn's modules), with the immutable values taken as they are instead of through
-        deepcopy's dispatch, and no reduce. ALiPy's EER deep-copies the fitted model before each
-        of its ~11,000 refits per sonar trial; those copies were 18% of its time."""
-        clone = type(self).__new__(type(self))
-        memo[id(self)] = clone
-        clone.__dict__.update({name: value if _immutable(value) else copy.deepcopy(value, memo)
-                               for name, value in self.__dict__.items()})
-        return clone
 
     @classmethod
     def _agrees_with_parent(cls) -> bool:
