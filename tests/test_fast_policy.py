@@ -42,6 +42,22 @@ def test_a_fast_estimator_fails_no_check_estimator_check_its_parent_passes(paren
     assert _failed_checks(fast) <= _failed_checks(parent)
 
 
+@pytest.mark.parametrize("fast", [LeanSVC(), LeanForest(n_estimators=3), LeanForestRegressor(n_estimators=3),
+                                  LeanLR(), LeanGridLR(LogisticRegression(), {"C": [1.0]}, cv=2)],
+                         ids=["LeanSVC", "LeanForest", "LeanForestRegressor", "LeanLR", "LeanGridLR"])
+def test_a_deep_copy_of_a_wrapper_that_forwards_attributes_stays_the_wrapper(fast):
+    """scikit-activeml's SklearnClassifier forwards unknown attributes to its estimator, so a
+    ``__deepcopy__`` on a fast estimator would answer for the wrapper and return the bare
+    estimator (twice added for speed, twice broke scikit-activeml's EER and QBC)."""
+    import copy
+
+    from skactiveml.classifier import SklearnClassifier
+
+    wrapper = SklearnClassifier(fast, classes=[0, 1], missing_label=-1)
+    copied = copy.deepcopy(wrapper)
+    assert type(copied) is SklearnClassifier and type(copied.estimator) is type(fast)
+
+
 def test_the_supported_range_is_the_releases_the_fast_paths_mirror():
     assert sklearn_supported("1.9.0") and sklearn_supported("1.9.1")
     assert not sklearn_supported("1.8.2") and not sklearn_supported("1.10.0") and not sklearn_supported("2.0")
