@@ -263,11 +263,19 @@ def test_reproduce_says_which_cells_it_diagnoses_and_how_before_it_starts(tmp_pa
     diagnosed = [c["strategy"] for c in report["strategies"] if c.get("diagnosis")]
     assert diagnosed == ["uniform"]  # published 0.621 against about 0.76; coreset is consistent
     plan = [line for line in lines if line.startswith("diagnosis: ")]
-    assert plan == ["diagnosis: 1 discrepant cell (uniform), one after another: each replayed under every single flip "
+    assert len(plan) == 2 and plan[:1] == ["diagnosis: 1 discrepant cell (uniform), one after another: each replayed under every single flip "
                     "toward zhan2021-released that changes it; if none explains it, under their pairs; if none of those "
                     "does, under zhan2021-released itself. A replay runs up to 10 trials and stops once the 99% CS "
                     "excludes the published value"]
     assert lines.index(plan[0]) < min(i for i, line in enumerate(lines) if line.startswith("diagnosis uniform"))
+    # then its worst case: every single flip that ran trials, their pairs and the released code
+    rows = next(c for c in report["strategies"] if c["strategy"] == "uniform")["diagnosis"]["hypotheses"]
+    k = len({row["curves_from"] for row in rows} - {"zhan2021"})  # the AUBC-variant flip re-reads the audited trials
+    bound = plan[1]
+    assert lines.index(bound) == lines.index(plan[0]) + 1
+    assert k == 3 and bound.startswith(f"diagnosis: at most {k + k * (k - 1) // 2 + 1} replays (uniform 7) of up to "
+                                       "10 trials each: up to about ")
+    assert "--no-diagnose skips it" in bound
 
 
 def test_an_initial_set_rule_that_changes_no_trial_is_not_replayed(zhan, released):

@@ -25,6 +25,7 @@ from audit.analysis.compare import (
 from audit.analysis.diagnose.counterfactual import (
     MIN_DIAGNOSIS_TRIALS,
     diagnose_cell,
+    most_replays,
     is_discrepant,
     not_diagnosed,
 )
@@ -45,6 +46,7 @@ from audit.engine.replay import (
     ReplayPlan,
     ReproduceRequest,
     execute_replay,
+    format_duration,
     plan_replay,
 )
 from audit.engine.runner import TrialResult
@@ -298,6 +300,21 @@ class PartialReports:
         return files
 
 
+def _diagnosis_bound(plan: ReplayPlan, request: ReproduceRequest, store: ResultStore, fingerprint: str,
+                     discrepant: list[str]) -> str:
+    """The diagnosis's worst case before it starts: every replay a cell can need, each to the
+    trial count, at the seconds per trial this run's own trials of that strategy took."""
+    replays, seconds = {}, 0.0
+    for sid in discrepant:
+        replays[sid] = most_replays(plan.protocol, plan.dataset, sid, request)
+        took = [r.seconds for r in store.trials(plan.protocol.name, plan.dataset, sid, fingerprint, plan.seeds)]
+        seconds += replays[sid] * len(plan.seeds) * (sum(took) / len(took) if took else 0.0)
+    return (f"diagnosis: at most {sum(replays.values())} replays "
+            f"({', '.join(f'{sid} {n}' for sid, n in replays.items())}) of up to {len(plan.seeds)} trials each: "
+            f"up to about {format_duration(seconds / request.jobs)} on --jobs {request.jobs} at this run's seconds "
+            "per trial (fewer when a single flip explains a cell or a replay stops early; --no-diagnose skips it)")
+
+
 def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.stderr)) -> ReproduceOutcome:
     plan = plan_replay(request, log)
     table = None if request.references is None else read_user_table(  # checked whole before any trial
@@ -327,6 +344,7 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
                 f"replayed under every single flip toward {protocol.released} that changes it; if none explains it, "
                 f"under their pairs; if none of those does, under {protocol.released} itself. A replay runs up to "
                 f"{len(seeds)} trials and stops once the 99% CS excludes the published value")
+            log(_diagnosis_bound(plan, request, store, fingerprint, discrepant))
         for cell in filter(is_discrepant, cells):  # counterfactual replays, or why there are none
             if request.no_diagnose:
                 cell["diagnosis"] = not_diagnosed(protocol, "diagnosis not run (--no-diagnose)", "not run")

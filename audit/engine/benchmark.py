@@ -27,6 +27,7 @@ from audit.engine.executors import DEFAULT_RETRIES, EXECUTORS, Executor, make_ex
 from audit.engine.replay import (
     ReproduceRequest,
     expected_seconds,
+    format_duration,
     longest_first,
     missing_tasks,
     plan_replay,
@@ -177,14 +178,8 @@ def driver_running(store_path: Path) -> bool:
 
 def format_progress(done: int, total: int, running: int, failed: int, eta_seconds: float | None) -> str:
     """The one progress line the driver shows and `audit status` prints."""
-    eta = "-" if eta_seconds is None else _duration(eta_seconds)
+    eta = "-" if eta_seconds is None else format_duration(eta_seconds)
     return f"trials done {done}/{total}, running {running}, failed {failed}, ETA {eta}"
-
-
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
 class _Progress:
@@ -326,7 +321,7 @@ def run_command(args) -> int:
         retries=args.retries, max_trial_seconds=args.max_trial_seconds, data_dir=args.data_dir, store=args.store,
         retry_errors=args.retry_errors, progress=not args.no_progress))
     print(f"{outcome.ran} trials run ({outcome.failed} failed), {outcome.reused} already stored; "
-          f"{_duration(outcome.seconds)} wall; store {args.store}")
+          f"{format_duration(outcome.seconds)} wall; store {args.store}")
     return 0
 
 

@@ -284,8 +284,8 @@ def run_and_store(tasks: list[TrialTask], request: ReproduceRequest, store: Resu
                 if guessed:  # not measured yet: their expected seconds, as scaled
                     scaled = _calibrated(first_seconds, expected)
                     per += "; expected: " + ", ".join(f"{s} {scaled[s]:.2f}s" for s in sorted(guessed))
-                line = (f"estimate: about {_duration(time.perf_counter() - start + left)} in all "
-                        f"({_duration(left)} left; first trial: {per})")
+                line = (f"estimate: about {format_duration(time.perf_counter() - start + left)} in all "
+                        f"({format_duration(left)} left; first trial: {per})")
                 # above a live bar through tqdm, so the bar is redrawn below it; else the caller's log
                 bar.write(line, file=sys.stderr) if request.progress else log(line)
             bar.set_postfix_str(f"{result.strategy} seed {result.trial_seed}"
@@ -303,7 +303,8 @@ def _calibrated(measured: dict[str, float], expected: dict[str, float] | None) -
     return {**{s: v * scale for s, v in expected.items()}, **measured}
 
 
-def _duration(seconds: float) -> str:
+def format_duration(seconds: float) -> str:
+    """A wall time as a progress line prints it: 1h05m, or 3m07s under an hour."""
     minutes, secs = divmod(int(round(seconds)), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"

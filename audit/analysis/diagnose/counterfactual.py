@@ -255,6 +255,21 @@ def _replay(audited: Protocol, derived: Protocol, hypothesis: Hypothesis, datase
             "per_seed": {r.trial_seed: float(a) for r, a in zip(trials, ok)}}
 
 
+def most_replays(audited: Protocol, dataset: str, sid: str, request: Any) -> int:
+    """The most replays :func:`diagnose_cell` can run trials for on this cell: the distinct
+    trial sets (:func:`effective_key`) of its single flips, their pairs and the released
+    protocol, less the audited cell's own. Said before the diagnosis starts, so a user can
+    weigh its cost (a bound: the pairs run only when no single flip explains the cell)."""
+    released = load_protocol(audited.released)
+    data = load_dataset(dataset, request.data_dir)
+    singles = derived_protocols(audited, released, sid, data=data, n_trials=request.trials)
+    doubles = derived_protocols(audited, released, sid, pairs([h for h, _ in singles]), data, request.trials)
+    candidates = [derived for _, derived in singles + doubles]
+    candidates += [released] if sid in released.strategies else []
+    keys = {effective_key(audited, derived, sid, data, request.trials) for derived in candidates}
+    return len(keys - {effective_key(audited, audited, sid, data, request.trials)})
+
+
 def diagnose_cell(audited: Protocol, dataset: str, cell: dict[str, Any], request: Any, store: ResultStore,
                   log=lambda line: None) -> dict[str, Any]:
     """Replay the cell under every relevant single flip, then (if none explains it) every
