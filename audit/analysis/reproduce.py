@@ -25,8 +25,8 @@ from audit.analysis.compare import (
 from audit.analysis.diagnose.counterfactual import (
     MIN_DIAGNOSIS_TRIALS,
     diagnose_cell,
-    most_replays,
     is_discrepant,
+    most_replays,
     not_diagnosed,
 )
 from audit.analysis.diagnose.at_chance import at_chance_entry, majority_share
