@@ -30,6 +30,14 @@ MISSING = -1
 """Label value of an unlabeled row in ``y`` (real labels are 0..K-1)."""
 
 
+class DegenerateQueryWarning(UserWarning):
+    """The strategy's scores are undefined in this trial (NaN, or a constant made of NaN), so
+    its pick is an artefact of order: the first unlabeled entry, every round. Such a trial
+    measures pool-order sampling, not the strategy. The runner records the warning with the
+    trial, and reports count those trials per cell (audit/analysis/diagnose/degenerate.py);
+    its message says why the scores are undefined."""
+
+
 @contextmanager
 def global_numpy_seed(seed: int):
     """Seed numpy's global RNG for one library call, then put the old state back (for libraries that

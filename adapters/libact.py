@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from adapters.base import MISSING, QueryStrategy
+from adapters.base import MISSING, DegenerateQueryWarning, QueryStrategy
 from audit.engine.models import ModelSpec, era_defaults
 from audit.errors import AuditError, StrategyError
 
@@ -443,7 +443,12 @@ class Dwus(LibactStrategy):
 
     def _make_strategy(self, dataset):
         kwargs = {**self.params, "kmeans_param": dict(self.params["kmeans_param"])}  # DWUS writes into it
-        return make_libact(*self.libact_class, dataset, random_state=self.random_state, **kwargs)
+        strategy = make_libact(*self.libact_class, dataset, random_state=self.random_state, **kwargs)
+        if np.isnan(strategy.P_k_x).any():
+            warnings.warn(DegenerateQueryWarning(
+                f"DWUS scores are NaN: for some row exp(-|x-c|^2/(2 sigma)) underflows to 0 at every centre "
+                f"(sigma={self.params['sigma']}); each query is the first unlabeled entry"))
+        return strategy
 
 
 class VarianceReduction(LibactStrategy):

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from scipy.spatial.distance import cdist
 
-from adapters.base import MISSING, QueryStrategy
+from adapters.base import MISSING, DegenerateQueryWarning, QueryStrategy
 from audit.engine.models import margin_scores
 from audit.errors import AuditError, StrategyError
 
@@ -600,7 +600,10 @@ class VarianceReduction(QueryStrategy):
         y_labeled = y[labeled] if self._to_libact is None else self._to_libact[y[labeled]]
         rows = np.sort(np.asarray(candidates))
         if not np.isfinite(self._sigma_term):
-            return rows[:1]  # every score is 0.0: libact's min() takes the first row
+            warnings.warn(DegenerateQueryWarning(
+                f"VR scores are all 0.0: libact reads sigma={self.params['sigma']} as a C int, 0, and adds inf*0 (NaN) "
+                "to the Fisher diagonal; each query is the first unlabeled entry"))
+            return rows[:1]  # libact's min() takes the first row
         X_l = X[labeled]
         label_count = np.unique(y_labeled).size
         chunk = -(-rows.size // (4 * self.params["n_jobs"]))  # Pool.map's chunksize

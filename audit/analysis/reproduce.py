@@ -30,6 +30,7 @@ from audit.analysis.diagnose.counterfactual import (
     not_diagnosed,
 )
 from audit.analysis.diagnose.at_chance import at_chance_entry, majority_share
+from audit.analysis.diagnose.degenerate import degenerate_entry
 from audit.analysis.diagnose.detectors import lint
 from audit.analysis.diagnose.shared import shared_causes
 from audit.analysis.references import (
@@ -169,6 +170,7 @@ def _read_cells(plan: ReplayPlan, sids: list[str], store: ResultStore, fingerpri
         audited[sid] = {r.trial_seed: float(r.aubc) for r in results if r.status == "ok"}
         cells.append(_cell(protocol, name, sid, results, table))
         cells[-1]["at_chance"] = at_chance_entry(results, share, protocol.sd_ddof)
+        cells[-1]["degenerate"] = degenerate_entry(results, protocol.sd_ddof)
         if rounds:
             settle_cell(cells[-1], [r.aubc for r in results if r.status == "ok"], rounds, len(plan.seeds))
         per_trial += [{"strategy": sid, "trial_seed": r.trial_seed, "aubc": r.aubc, "status": r.status,

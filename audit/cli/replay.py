@@ -9,6 +9,7 @@ from audit.cli.options import COUNT, SECONDS, csv_list, force_option, references
 
 def _reproduce(args: argparse.Namespace) -> int:
     from audit.analysis.diagnose.at_chance import summary_line as at_chance_line
+    from audit.analysis.diagnose.degenerate import summary_line as degenerate_line
     from audit.analysis.reproduce import ReproduceRequest, reproduce
     from audit.report.sections import format_table, provenance_lines
 
@@ -29,8 +30,9 @@ def _reproduce(args: argparse.Namespace) -> int:
     for cell in outcome.report["strategies"]:
         if cell.get("diagnosis"):
             print(f"diagnosis {cell['strategy']}: {cell['diagnosis']['summary']}")
-    if chance := at_chance_line(outcome.report["strategies"]):
-        print(chance)
+    for line in (at_chance_line(outcome.report["strategies"]), degenerate_line(outcome.report["strategies"])):
+        if line:
+            print(line)
     for entry in outcome.report.get("shared_causes", []):
         print(entry["line"])
     print(f"report: {outcome.out_dir}/ {', '.join(outcome.files)} "

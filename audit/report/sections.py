@@ -13,6 +13,7 @@ from typing import Any
 
 from audit.analysis.compare import LOW_POWER_TOLERANCE, POWER
 from audit.analysis.diagnose.at_chance import common_seeds
+from audit.analysis.diagnose.degenerate import PREFIX as DEGENERATE
 from audit.analysis.stats import seed_ranges
 from audit.engine.datasets import get_info, incomparable, property_differences
 
@@ -163,7 +164,8 @@ class Section:
 
 def report_sections(report: dict[str, Any]) -> list[Section]:
     """The list sections of a report, in order; empty ones are left out."""
-    sections = [_references(report), _diagnosis(report), _at_chance(report), _shared_causes(report), _findings(report),
+    sections = [_references(report), _diagnosis(report), _at_chance(report), _degenerate(report),
+                _shared_causes(report), _findings(report),
                 _trial_errors(report), _warnings(report), _fit_paths(report), _skipped(report)]
     return [s for s in sections if s.items]
 
@@ -208,18 +210,20 @@ def _diagnosis(report: dict[str, Any]) -> Section:
     return Section("Diagnosis", items, intro)
 
 
+def _trials_apart(strategy: str, entry: dict[str, Any], scale: str, sub: tuple[str, ...] = ()) -> Item:
+    """A cell's trials set apart (at chance, degenerate): how many, which seeds, the mean without them."""
+    without = (f"; without them: mean {_pct(scale, entry['mean_without'])}, SD {_pct(scale, entry['sd_without'])}"
+               if entry["mean_without"] is not None else "")
+    return Item(f"{strategy}: {len(entry['seeds'])} of {entry['n_ok']} trials (seeds {seed_ranges(entry['seeds'])})"
+                f"{without}", sub)
+
+
 def _at_chance(report: dict[str, Any]) -> Section:
     marked = [c for c in report["strategies"] if c.get("at_chance")]
     if not marked:
         return Section("Trials at chance", ())
     scale = report["protocol"]["scale"]
-    items = []
-    for c in marked:
-        entry = c["at_chance"]
-        without = (f"; without them: mean {_pct(scale, entry['mean_without'])}, SD {_pct(scale, entry['sd_without'])}"
-                   if entry["mean_without"] is not None else "")
-        items.append(Item(f"{c['strategy']}: {len(entry['seeds'])} of {entry['n_ok']} trials "
-                          f"(seeds {seed_ranges(entry['seeds'])}){without}"))
+    items = [_trials_apart(c["strategy"], c["at_chance"], scale) for c in marked]
     shared = common_seeds(report["strategies"])
     if shared:
         items.append(Item(f"at chance in every strategy: seeds {seed_ranges(shared)}, a property of the trial seed "
@@ -230,6 +234,19 @@ def _at_chance(report: dict[str, Any]) -> Section:
              "better than predicting one class. They say nothing about the strategy; a published SD far below the "
              "replay's leaves no room for such runs among the published ones.")
     return Section("Trials at chance", tuple(items), intro)
+
+
+def _degenerate(report: dict[str, Any]) -> Section:
+    marked = [c for c in report["strategies"] if c.get("degenerate")]
+    if not marked:
+        return Section("Degenerate trials", ())
+    scale = report["protocol"]["scale"]
+    items = tuple(_trials_apart(c["strategy"], c["degenerate"], scale, tuple(c["degenerate"]["reasons"]))
+                  for c in marked)
+    intro = ("Trials in which the strategy's scores were undefined, so that it took the first unlabeled entry every "
+             "round: they measure pool-order sampling (random sampling on a shuffled pool, file order on an unshuffled "
+             "one), not the strategy. The library computed them so; the cell's mean mixes both kinds of trial.")
+    return Section("Degenerate trials", items, intro)
 
 
 SHARED_CAUSE_INTRO = (
@@ -262,7 +279,8 @@ def _trial_errors(report: dict[str, Any]) -> Section:
 
 def _warnings(report: dict[str, Any]) -> Section:
     return Section("Library warnings (recorded during trials)", tuple(
-        Item(f"{c['strategy']}: {w}") for c in report["strategies"] for w in c.get("warnings") or []))
+        Item(f"{c['strategy']}: {w}") for c in report["strategies"] for w in c.get("warnings") or []
+        if not w.startswith(DEGENERATE)))  # those have their own section, with counts
 
 
 def _fit_paths(report: dict[str, Any]) -> Section:

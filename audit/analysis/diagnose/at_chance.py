@@ -40,9 +40,15 @@ def at_chance_entry(results: Sequence[Any], share: float, sd_ddof: int,
     seeds = seeds_at_chance(results, share, margin)
     if not seeds:
         return None
-    rest = [float(r.aubc) for r in results if r.status == "ok" and r.trial_seed not in seeds]
     return {"seeds": seeds, "threshold": share + margin, "majority_share": share,
-            "n_ok": len(rest) + len(seeds),
+            **without_seeds(results, seeds, sd_ddof)}
+
+
+def without_seeds(results: Sequence[Any], seeds: Sequence[int], sd_ddof: int) -> dict[str, Any]:
+    """The cell's successful trials (``n_ok``, ``seeds`` among them) and the mean and SD of
+    those not in ``seeds`` (None when too few are left)."""
+    rest = [float(r.aubc) for r in results if r.status == "ok" and r.trial_seed not in seeds]
+    return {"n_ok": len(rest) + len(seeds),
             "mean_without": float(np.mean(rest)) if rest else None,
             "sd_without": float(np.std(rest, ddof=sd_ddof)) if len(rest) > sd_ddof else None}
 
