@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from adapters import libact_dwus
 from adapters.base import MISSING, DegenerateQueryWarning, QueryStrategy
 from audit.engine.models import ModelSpec, era_defaults
 from audit.errors import AuditError, StrategyError
@@ -426,7 +427,9 @@ class Dwus(LibactStrategy):
 
     ``kmeans_param`` goes to sklearn's KMeans: lu2023 passed ``{}`` under scikit-learn
     1.2.2, whose KMeans default was ``n_init=10``; since 1.4 the default is one run
-    (``'auto'``), so the lu2023 default here spells ``n_init = 10`` out."""
+    (``'auto'``), so the lu2023 default here spells ``n_init = 10`` out. Its per-query fit goes
+    through :mod:`adapters.libact_dwus`'s lean route (the same CG fit, its difference points
+    evaluated in one batch; self-checked, bit for bit)."""
 
     implements = "DWUS"
     libact_class = ("libact.query_strategies.density_weighted_uncertainty_sampling", "DWUS")
@@ -449,6 +452,10 @@ class Dwus(LibactStrategy):
                 f"DWUS scores are NaN: for some row exp(-|x-c|^2/(2 sigma)) underflows to 0 at every centre "
                 f"(sigma={self.params['sigma']}); each query is the first unlabeled entry"))
         return strategy
+
+    def _select(self, X, y, model, batch_size, candidates, rng):
+        with libact_dwus.lean_training():
+            return super()._select(X, y, model, batch_size, candidates, rng)
 
 
 class VarianceReduction(LibactStrategy):

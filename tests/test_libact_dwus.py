@@ -1,0 +1,69 @@
+"""The lean route of libact DWUS's fit (adapters/libact_dwus.py): SciPy's own CG fit with its
+difference points evaluated in one batch, bit for bit libact's; self-checked, with a fallback."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adapters import libact_dwus
+from audit.engine.runner import run_trial
+from audit.fast.policy import FastPathFallbackWarning, recording
+from audit.protocols import load_protocol
+from tests.conftest import dataset_or_skip
+
+
+def test_the_route_is_verified_on_this_scipy_and_gated_by_release():
+    assert libact_dwus.scipy_supported()
+    assert libact_dwus.lean_dwus_verified()
+    assert not libact_dwus.scipy_supported("1.15.3") and not libact_dwus.scipy_supported("2.0")
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_the_batch_gives_libacts_likelihood_bit_for_bit(seed):
+    model, ids, labels = libact_dwus._check_model(seed)
+    rng = np.random.default_rng(seed)
+    start = rng.standard_normal(13)
+    # the points of one forward-difference gradient: one coordinate moved at a time
+    points = [start] + [start + np.eye(13)[i] * 1.4901161193847656e-08 for i in range(13)]
+    got = libact_dwus.likelihood_batch(model, labels, points)
+    expected = [np.atleast_1d(model._likelihood(np.copy(w), ids, labels)) for w in points]
+    assert [g.tobytes() for g in got] == [e.tobytes() for e in expected]
+    assert all(g.shape == (1,) and g.dtype == np.float64 for g in got)
+
+
+def test_a_fit_through_the_route_is_libacts_fit():
+    model, ids, labels = libact_dwus._check_model(5)
+    twin = libact_dwus._check_model(5)[0]
+    model.train(ids, labels)
+    libact_dwus._lean_train(twin, ids, labels)
+    assert twin.w_.tobytes() == model.w_.tobytes() and np.abs(model.w_).max() > 0
+
+
+@pytest.mark.parametrize("dataset, trial_seed", [("heart", 0), ("sonar", 0)])
+def test_trial_queries_are_the_library_ones(dataset, trial_seed, monkeypatch):
+    """heart seed 0 fits DWUS's LR every round; sonar seed 0 has NaN densities (degenerate)."""
+    data = dataset_or_skip(dataset)
+    zhan2021 = load_protocol("zhan2021")
+    lean = run_trial(zhan2021, dataset, data.X, data.y, "dwus", trial_seed)
+    monkeypatch.setattr(libact_dwus, "lean_dwus_verified", lambda: False)
+    library = run_trial(zhan2021, dataset, data.X, data.y, "dwus", trial_seed)
+    assert lean.status == library.status == "ok"
+    assert (lean.query_hash, lean.aubc) == (library.query_hash, library.aubc)
+    # the same library warnings (an import's DeprecationWarning comes only with a process's first trial)
+    assert [w for w in lean.warnings if not w.startswith("DeprecationWarning")] == \
+        [w for w in library.warnings if not w.startswith("DeprecationWarning")]
+    assert "lean-dwus" in lean.fast_path.split("+") and "lean-dwus" not in library.fast_path.split("+")
+    assert "library" in library.fast_path.split("+")
+
+
+def test_a_failed_self_check_warns_and_sends_every_fit_to_libact(monkeypatch):
+    real = libact_dwus.likelihood_batch
+    monkeypatch.setattr(libact_dwus, "likelihood_batch",
+                        lambda model, y, points: [v + 1e-12 for v in real(model, y, points)])
+    with pytest.warns(FastPathFallbackWarning, match="lean-dwus: its self-check found a difference"):
+        assert libact_dwus.lean_dwus_verified.__wrapped__() is False
+    monkeypatch.setattr(libact_dwus, "lean_dwus_verified", lambda: False)
+    model, ids, labels = libact_dwus._check_model(6)
+    with recording() as ran, libact_dwus.lean_training():
+        model.train(ids, labels)
+    assert ran == {"library"}
