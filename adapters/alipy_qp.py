@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
 from typing import Any, Callable
 
 import cvxpy as cp
@@ -53,7 +52,7 @@ from cvxpy.interface import DEFAULT_INTF
 from cvxpy.reductions.solution import Solution
 from cvxpy.reductions.solvers.qp_solvers.osqp_qpif import OSQP
 
-from audit.fast.policy import LIBRARY, FastPathFallbackWarning, record_route, release_in
+from audit.fast.policy import LIBRARY, record_route, release_in, route_verified
 
 LEAN_QP = "lean-qp"
 """The route's name in a trial's ``fast_path``."""
@@ -263,13 +262,5 @@ def _agrees_with_cvxpy() -> bool:
 def lean_qp_verified() -> bool:
     """Does the route give cvxpy's data and solutions here? Run once per process; on a
     supported cvxpy a difference, or the check failing, warns once (FastPathFallbackWarning)."""
-    if not cvxpy_supported():
-        return False
-    try:
-        agrees, why = _agrees_with_cvxpy(), "its self-check found a difference"
-    except Exception as exc:  # a cvxpy internal renamed or changed: cvxpy solves
-        agrees, why = False, f"its self-check failed ({type(exc).__name__}: {exc})"
-    if not agrees:
-        warnings.warn(f"{LEAN_QP}: {why} from cvxpy {cp.__version__}'s OSQP path; every QP is solved by cvxpy",
-                      FastPathFallbackWarning, stacklevel=2)
-    return agrees
+    return cvxpy_supported() and route_verified(
+        LEAN_QP, _agrees_with_cvxpy, f"from cvxpy {cp.__version__}'s OSQP path; every QP is solved by cvxpy")

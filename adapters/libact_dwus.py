@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import warnings
 from typing import Any, Iterable, Iterator
 
 import numpy as np
 import scipy
 from scipy.optimize import minimize
 
-from audit.fast.policy import LIBRARY, FastPathFallbackWarning, record_route, release_in
+from audit.fast.policy import LIBRARY, record_route, release_in, route_verified
 
 LEAN_DWUS = "lean-dwus"
 """The route's name in a trial's ``fast_path``."""
@@ -134,13 +133,5 @@ def _agrees_with_libact() -> bool:
 def lean_dwus_verified() -> bool:
     """Does the route give libact's likelihoods and fits here? Run once per process; on a
     supported SciPy a difference, or the check failing, warns once (FastPathFallbackWarning)."""
-    if not scipy_supported():
-        return False
-    try:
-        agrees, why = _agrees_with_libact(), "its self-check found a difference"
-    except Exception as exc:  # a SciPy or libact internal changed: libact fits
-        agrees, why = False, f"its self-check failed ({type(exc).__name__}: {exc})"
-    if not agrees:
-        warnings.warn(f"{LEAN_DWUS}: {why} from libact's DWUS fit on SciPy {scipy.__version__}; every fit is libact's",
-                      FastPathFallbackWarning, stacklevel=2)
-    return agrees
+    return scipy_supported() and route_verified(
+        LEAN_DWUS, _agrees_with_libact, f"from libact's DWUS fit on SciPy {scipy.__version__}; every fit is libact's")

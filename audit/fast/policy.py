@@ -31,7 +31,7 @@ import contextvars
 import copy
 import functools
 import warnings
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import sklearn
@@ -90,6 +90,20 @@ def fast_path_verified(estimator_class: type) -> bool:
         parent = mro[mro.index(FastPathMixin) + 1].__name__
         warnings.warn(f"{estimator_class.__name__}: {why} from {parent} on scikit-learn {sklearn.__version__}; "
                       f"every fit runs {parent}", FastPathFallbackWarning, stacklevel=2)
+    return agrees
+
+
+def route_verified(route: str, check: Callable[[], bool], fallback: str) -> bool:
+    """A fast route's self-check, run by its caller once per process: True when ``check``
+    finds the route bit for bit the library's; otherwise (a difference, or the check raising
+    because a library internal changed) it warns once with FastPathFallbackWarning, saying
+    what runs instead (``fallback``), and returns False."""
+    try:
+        agrees, why = bool(check()), "its self-check found a difference"
+    except Exception as exc:
+        agrees, why = False, f"its self-check failed ({type(exc).__name__}: {exc})"
+    if not agrees:
+        warnings.warn(f"{route}: {why} {fallback}", FastPathFallbackWarning, stacklevel=3)
     return agrees
 
 
