@@ -61,6 +61,10 @@ class FeatureViews(Protocol):
     X_train: np.ndarray
     X_test: np.ndarray
 
+    def views_for(self, labeled_positions: np.ndarray, train_rows: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray]:
+        """(the train layout's ``train_rows``, the test rows) as the task model would see them
+        with ``labeled_positions`` labeled (scope "labeled": the scaler refitted on those rows)."""
+
 
 @dataclass(frozen=True)
 class TrialView:

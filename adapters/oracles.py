@@ -52,14 +52,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sklearn.preprocessing import StandardScaler
 
 from adapters.base import MISSING, FeatureViews, QueryStrategy, TrialView
 from audit.engine.metrics import predicted_labels
 from audit.engine.models import ModelSpec, margin_scores
 from audit.engine.process_team import SharedRounds
 from audit.errors import AuditError, StrategyError
-from audit.fast.svc import LeanSVC, binary_codes, libsvm_predict_codes, libsvm_gamma
+from audit.fast.svc import LeanSVC, binary_codes, libsvm_gamma, libsvm_predict_codes
 
 # --- fitting and scoring one labeled set ------------------------------------------------
 
@@ -95,26 +94,17 @@ class Scorer:
 
     def __init__(self, spec: ModelSpec, model_seed: int, features: FeatureViews, y_train: np.ndarray,
                  y_test: np.ndarray):
-        self.spec, self.model_seed = spec, model_seed
-        self.scope = features.scope
-        self.X_train_raw, self.X_test_raw = features.X_train_raw, features.X_test_raw
-        self.X_train, self.X_test = _float64(features.X_train), _float64(features.X_test)
+        self.spec, self.model_seed, self.features = spec, model_seed, features
         self.y_train, self.y_test = y_train, y_test
         self.libsvm = _libsvm_arguments(spec.build(model_seed))
         # SVC's label encoding (np.unique + inverse) computed once; it holds for every labeled
         # set with all the train rows' classes (every set grown from the initial labels).
         self.classes, self.codes = np.unique(y_train, return_inverse=True)
 
-    def view(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(train rows, test rows) in the task scaling for this labeled set."""
-        if self.scope != "labeled":
-            return self.X_train, self.X_test
-        scaler = StandardScaler().fit(self.X_train_raw[positions])
-        return _float64(scaler.transform(self.X_train_raw)), _float64(scaler.transform(self.X_test_raw))
-
     def fit(self, positions: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray]:
-        """The runner's fit: (fitted scikit-learn model, train view, test view)."""
-        X_train, X_test = self.view(positions)
+        """The runner's fit: (fitted scikit-learn model, train rows, test rows), the rows in the
+        task scaling for this labeled set (features.views_for: in scope "labeled" the scaler refitted)."""
+        X_train, X_test = self.features.views_for(positions, slice(None))
         model = self.spec.build(self.model_seed).fit(X_train[positions], self.y_train[positions])
         return model, X_train, X_test
 
@@ -123,13 +113,13 @@ class Scorer:
         if self.libsvm is None:
             model, _, X_test = self.fit(positions)
             return predicted_labels(model.predict(X_test), X_test.shape[0])
-        X_train, X_test = self.view(positions)
+        X_labeled, X_test = self.features.views_for(positions, positions)
         codes = self.codes[positions]
         if np.count_nonzero(np.bincount(codes, minlength=self.classes.size)) == self.classes.size:
             classes = self.classes
         else:
             classes, codes = np.unique(self.y_train[positions], return_inverse=True)
-        return _libsvm_predict(self.libsvm, X_train[positions], codes.astype(np.float64), classes, X_test)
+        return _libsvm_predict(self.libsvm, _float64(X_labeled), codes.astype(np.float64), classes, _float64(X_test))
 
     def correct(self, positions: np.ndarray) -> int:
         return int(np.count_nonzero(self.predict(positions) == self.y_test))

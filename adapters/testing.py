@@ -61,7 +61,8 @@ def trial_view(budget: int = 5) -> TrialView:
     its every label, a 40-row test set, an RBF SVC task model."""
     X, _, y_true = toy_pool(POOL_SIZE, POOL_LABELED)
     X_test, _, y_test = toy_pool(40, seed=1)
-    features = SimpleNamespace(scope="none", X_train_raw=X, X_test_raw=X_test, X_train=X, X_test=X_test)
+    features = SimpleNamespace(scope="none", X_train_raw=X, X_test_raw=X_test, X_train=X, X_test=X_test,
+                               views_for=lambda labeled_positions, train_rows: (X[train_rows], X_test))
     return TrialView(ModelSpec("svm-rbf"), 0, features, y_true, y_test, budget)
 
 

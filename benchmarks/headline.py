@@ -40,7 +40,8 @@ from audit.engine.runner import run_trial
 from audit.protocols import load_protocol
 
 PROTOCOL = "zhan2021"
-FAST_PATHS = {"lean-svc", "lean-forest", "lean-forest-regressor", "lean-grid-lr", "lean-lr", "lean-qp", "blas-labels"}
+FAST_PATHS = {"lean-svc", "lean-forest", "lean-forest-regressor", "lean-grid-lr", "lean-lr", "lean-qp", "lean-dwus",
+              "blas-labels", "lean-scaler"}
 
 
 def run_command(args: argparse.Namespace, work: Path) -> tuple[list[str], float, float, int]:

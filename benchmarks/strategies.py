@@ -207,7 +207,8 @@ def compare_published(cells: list[Cell]) -> None:
 
 def turn_off(fast_paths: set[str]) -> None:
     """In this process, the named fast paths of :mod:`audit.fast` (and ``lean-qp``, ALiPy
-    BMDR/SPAL's QPs; ``blas-labels``, the oracles' binary SVC labels) act as if their self-check
+    BMDR/SPAL's QPs; ``lean-dwus``, libact DWUS's fits; ``blas-labels``, the oracles' binary SVC
+    labels; ``lean-scaler``, the StandardScaler refits) act as if their self-check
     had failed: their fits run the library's own code."""
     from audit.fast.policy import FastPathMixin, fast_path_verified
 
@@ -221,6 +222,14 @@ def turn_off(fast_paths: set[str]) -> None:
         from audit.fast import svc
 
         svc.blas_binary_codes_verified = lambda: False
+    if "lean-dwus" in fast_paths:
+        from adapters import libact_dwus
+
+        libact_dwus.lean_dwus_verified = lambda: False
+    if "lean-scaler" in fast_paths:
+        from audit.fast import scaler
+
+        scaler.lean_scaler_verified = lambda: False
 
 
 def main() -> None:

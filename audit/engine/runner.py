@@ -36,6 +36,7 @@ from audit.engine.splits import TrialSplit, make_split, subsystem_seed, trial_ro
 from audit.engine.synthetic import Draw
 from audit.errors import AuditError
 from audit.fast import policy as fast_policy
+from audit.fast.scaler import standard_scaled
 from audit.protocols import Protocol, StrategySpec
 
 
@@ -112,16 +113,40 @@ class _Features:
         if scope == "train":
             self._scale(np.concatenate([self.X_train_raw, self.X_val_raw]))
 
-    def _scale(self, fit_rows: np.ndarray) -> None:
+    def _scaled(self, fit_rows: np.ndarray, *arrays: np.ndarray, lean: bool = False) -> list[np.ndarray]:
+        """``arrays`` transformed by the protocol's scaler fitted on ``fit_rows``; ``lean``: a
+        StandardScaler through its bit-identical lean route (audit/fast/scaler.py), for the
+        oracles' thousands of candidate sets a round."""
+        if lean and self.scaler is StandardScaler:
+            return standard_scaled(fit_rows, *arrays)
         scaler = self.scaler().fit(fit_rows)
-        test_scaler = scaler if self.test_fit == "train" else self.scaler().fit(self.X_test_raw)
-        self.X_train, self.X_test = scaler.transform(self.X_train_raw), test_scaler.transform(self.X_test_raw)
-        self.X_val = scaler.transform(self.X_val_raw) if len(self.X_val_raw) else self.X_val_raw
+        return [scaler.transform(a) for a in arrays]
+
+    def _with_test(self, fit_rows: np.ndarray, *arrays: np.ndarray, lean: bool = False) -> list[np.ndarray]:
+        """``arrays`` scaled by the scaler fitted on ``fit_rows``, then the test rows as the task
+        model sees them with it (test_fit "test": by a scaler fitted on themselves)."""
+        if self.test_fit == "train":
+            return self._scaled(fit_rows, *arrays, self.X_test_raw, lean=lean)
+        return self._scaled(fit_rows, *arrays, lean=lean) + self._scaled(self.X_test_raw, self.X_test_raw, lean=lean)
+
+    def _scale(self, fit_rows: np.ndarray) -> None:
+        with_val = [self.X_val_raw] if len(self.X_val_raw) else []
+        self.X_train, *val, self.X_test = self._with_test(fit_rows, self.X_train_raw, *with_val)
+        self.X_val = val[0] if val else self.X_val_raw
 
     def update(self, labeled_positions: np.ndarray) -> None:
         """Scope "labeled": refit the scaler on the current labeled rows (once a round)."""
         if self.scope == "labeled":
             self._scale(self.X_train_raw[labeled_positions])
+
+    def views_for(self, labeled_positions: np.ndarray, train_rows: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray]:
+        """(the train layout's ``train_rows``, the test rows) as the task model sees them when
+        ``labeled_positions`` is the labeled set, without changing this round's views: in scope
+        "labeled" scaled by the scaler refitted on those rows, else the fixed views."""
+        if self.scope != "labeled":
+            return self.X_train[train_rows], self.X_test
+        X_rows, X_test = self._with_test(self.X_train_raw[labeled_positions], self.X_train_raw[train_rows], lean=True)
+        return X_rows, X_test
 
 
 class TrialTimeout(Exception):
