@@ -164,3 +164,19 @@ def test_every_module_of_this_tool_a_trial_loads_is_in_the_fingerprint():
     loaded = _relative(Path(f) for f in json.loads(done.stdout.splitlines()[-1]))
     assert {"adapters/alipy.py", "adapters/skactiveml.py", "adapters/libact.py", "adapters/oracles.py"} <= loaded
     assert loaded <= _relative(replay_sources()), loaded - _relative(replay_sources())
+
+
+def test_a_transaction_left_open_by_an_interrupt_and_collected_after_close_raises_nothing(tmp_path):
+    """Ctrl-C between the transaction's BEGIN and the ``with`` taking it: the connection closes
+    (rolling the write back) before the collector finishes the block, which must not raise."""
+    from audit.engine.store import _transaction
+
+    db = sqlite3.connect(tmp_path / "t.sqlite", isolation_level=None)
+    db.execute("CREATE TABLE t (x)")
+    block = _transaction(db)
+    block.__enter__()
+    db.execute("INSERT INTO t VALUES (1)")
+    db.close()
+    # the interrupt propagates (not suppressed) and nothing else is raised
+    assert block.__exit__(KeyboardInterrupt, KeyboardInterrupt(), None) is False
+    assert sqlite3.connect(tmp_path / "t.sqlite").execute("SELECT count(*) FROM t").fetchone() == (0,)

@@ -337,7 +337,13 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
         yield
         db.execute("COMMIT")
     except BaseException:
-        if db.in_transaction:
+        try:
+            open_transaction = db.in_transaction
+        except sqlite3.ProgrammingError:
+            # closed first: a Ctrl-C between entering this block and the ``with`` taking it
+            # leaves it to the garbage collector; closing the connection rolled the write back
+            open_transaction = False
+        if open_transaction:
             db.execute("ROLLBACK")
         raise
 
