@@ -145,7 +145,9 @@ class _Features:
         "labeled" scaled by the scaler refitted on those rows, else the fixed views."""
         if self.scope != "labeled":
             return self.X_train[train_rows], self.X_test
-        X_rows, X_test = self._with_test(self.X_train_raw[labeled_positions], self.X_train_raw[train_rows], lean=True)
+        fit_rows = self.X_train_raw[labeled_positions]
+        rows = fit_rows if train_rows is labeled_positions else self.X_train_raw[train_rows]  # the oracles' usual call
+        X_rows, X_test = self._with_test(fit_rows, rows, lean=True)
         return X_rows, X_test
 
 

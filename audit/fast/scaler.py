@@ -67,7 +67,7 @@ def standard_scaled(fit_rows: np.ndarray, *arrays: np.ndarray) -> list[np.ndarra
     """Each of ``arrays`` as ``StandardScaler().fit(fit_rows).transform(array)`` gives it:
     through the lean route when the inputs are plain and its self-check passed here, else
     through StandardScaler."""
-    if sklearn_supported() and _plain(fit_rows) and all(_plain(a) for a in arrays) and lean_scaler_verified():
+    if sklearn_supported() and _plain(fit_rows) and all(_plain(a) for a in arrays if a is not fit_rows) and lean_scaler_verified():
         mean, scale = _statistics(fit_rows)
         return [_transform(a, mean, scale) for a in arrays]
     scaler = StandardScaler().fit(fit_rows)
