@@ -92,8 +92,13 @@ def main() -> None:
         parser.error("--rounds must be at least 2 (the cost of a round is the difference from a one-query probe)")
 
     protocol = load_protocol("lu2023")
-    cells = [(d, s) for d, s in tle_cells()
-             if (not args.datasets or d in args.datasets.split(",")) and (not args.strategies or s in args.strategies.split(","))]
+    every = tle_cells()
+    datasets = args.datasets.split(",") if args.datasets else sorted({d for d, _ in every})
+    strategies = args.strategies.split(",") if args.strategies else sorted({s for _, s in every})
+    for given, known, what in ((datasets, {d for d, _ in every}, "data sets"), (strategies, {s for _, s in every}, "strategies")):
+        if set(given) - known:
+            parser.error(f"no TLE cell for {', '.join(sorted(set(given) - known))}; the {what} with one: {', '.join(sorted(known))}")
+    cells = [(d, s) for d, s in every if d in datasets and s in strategies]
     print(f"lu2023 TLE cells: {len(cells)}; first trial seed, budget cut to {args.rounds} queries, one process, seconds")
     print(f"{'dataset':10s} {'n':>6s} {'strategy':8s} {'probe s':>8s} {'query/rd':>9s} {'fit/rd':>8s} {'rounds':>7s} "
           f"{'start rate h':>12s} {'lower bd h':>11s} {'last fit s':>10s} {'trials':>6s} {'cell lower h':>12s} "
