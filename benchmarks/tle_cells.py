@@ -50,7 +50,7 @@ import numpy as np
 
 from audit.engine.capabilities import capability
 from audit.engine.datasets import load_dataset
-from audit.engine.runner import SCALERS, run_trial
+from audit.engine.runner import _Features, run_trial
 from audit.engine.splits import plan_seeds, seed_split, subsystem_seed
 from audit.paths import REFERENCE_DIR
 from audit.protocols import load_protocol
@@ -68,12 +68,10 @@ def tle_cells() -> list[tuple[str, str]]:
 
 def last_round_fit(protocol, data, trial_seed: int) -> float:
     """Seconds of the task model's fit on every train row and its test predictions (a
-    full trial's last round), in the protocol's scaling of the task rows."""
+    full trial's last round), the rows scaled as the runner scales them then."""
     X, y, split = seed_split(protocol, data, trial_seed)
-    X_train, X_test = X[split.train], X[split.test]
-    if protocol.scaling["task"] != "none":
-        scaler = SCALERS[protocol.scaler]().fit(X_train)
-        X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
+    features = _Features(protocol.scaling["task"], X, split, protocol.scaler, protocol.scaler_test_fit)
+    X_train, X_test = features.views_for(np.arange(split.train.size), slice(None))
     model = protocol.task_model.build(subsystem_seed(protocol.seeds["model"], trial_seed, "model"))
     start = time.perf_counter()
     model.fit(X_train, y[split.train])
