@@ -43,4 +43,18 @@ class Sleeps(QueryStrategy):
         return np.asarray(candidates[:batch_size])
 
 
-STRATEGIES = {"fails": FailsAtRound, "returns-labeled": ReturnsLabeled, "sleeps": Sleeps}
+class SleepsInLibrary(Sleeps):
+    """Sleeps inside ``except Exception`` that re-raises as its own error, as cvxpy's OSQP
+    interface does with anything raised while the solver is set up."""
+
+    implements = "slow strategy wrapping errors"
+
+    def _select(self, X, y, model, batch_size, candidates, rng):
+        try:
+            return super()._select(X, y, model, batch_size, candidates, rng)
+        except Exception as exc:
+            raise RuntimeError("the solver failed") from exc
+
+
+STRATEGIES = {"fails": FailsAtRound, "returns-labeled": ReturnsLabeled, "sleeps": Sleeps,
+              "sleeps-in-library": SleepsInLibrary}

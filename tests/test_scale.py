@@ -286,6 +286,18 @@ def test_status_of_a_store_without_runs_is_an_error(tmp_path, capsys):
     assert capsys.readouterr().err == f"audit: error: store {tmp_path / 's.sqlite'} holds no `audit run`\n"
 
 
+def test_a_time_limit_inside_a_library_that_wraps_its_errors_is_still_tle(lu2023, sonar, test_strategies):
+    """A trial over its limit is TLE even where the library catches Exception and raises its own
+    error (cvxpy's OSQP interface, BMDR and SPAL on lu2023's large sets)."""
+    from audit.protocols import StrategySpec
+    from tests.conftest import single_strategy
+
+    protocol = single_strategy(lu2023, StrategySpec("slow", "test.sleeps-in-library", {"seconds": 0.2}, None), budget=50)
+    result = run_trial(protocol, "sonar", sonar.X, sonar.y, "slow", 0, time_limit=0.5)
+    assert result.status == "tle" and result.error == "time limit of 0.5 s per trial exceeded"
+    assert result.seconds < 5
+
+
 def test_the_time_limit_also_stops_a_trial_off_the_main_thread(lu2023, sonar, test_strategies):
     """Dask runs a trial in a worker thread, where SIGALRM cannot reach it."""
     from audit.protocols import StrategySpec

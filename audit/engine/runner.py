@@ -151,8 +151,10 @@ class _Features:
         return X_rows, X_test
 
 
-class TrialTimeout(Exception):
-    """Raised inside a trial when it exceeds its time limit."""
+class TrialTimeout(BaseException):
+    """Raised inside a trial when it exceeds its time limit. Not an Exception, so that a library's
+    ``except Exception`` does not turn it into its own error (cvxpy's OSQP interface re-raises
+    anything from the solver's setup as SolverError) or swallow it and run on past the limit."""
 
 
 @contextlib.contextmanager
