@@ -66,10 +66,9 @@ def tle_cells() -> list[tuple[str, str]]:
         return [(r["dataset"], r["strategy"]) for r in csv.DictReader(handle) if r["note"] == "printed as TLE"]
 
 
-def last_round_fit(protocol, data, trial_seed: int) -> float:
+def last_round_fit(protocol, X, y, split, trial_seed: int) -> float:
     """Seconds of the task model's fit on every train row and its test predictions (a
     full trial's last round), the rows scaled as the runner scales them then."""
-    X, y, split = seed_split(protocol, data, trial_seed)
     features = _Features(protocol.scaling["task"], X, split, protocol.scaler, protocol.scaler_test_fit)
     X_train, X_test = features.views_for(np.arange(split.train.size), slice(None))
     model = protocol.task_model.build(subsystem_seed(protocol.seeds["model"], trial_seed, "model"))
@@ -108,26 +107,28 @@ def main() -> None:
         if (status := capability(protocol, sid).status) != "available":
             print(f"{head}  {status[:70]}", flush=True)
             continue
-        seed = plan_seeds(protocol, data.y, 1, data)[0][0]
-        probes = {}
-        for k in (1, args.rounds):  # the longer probe only when the one-query probe finished
-            probes[k] = run_trial(replace(protocol.for_dataset(dataset), budget_size=k), data.info.name, data.X,
-                                  data.y, sid, seed, time_limit=args.time_limit)
-            if probes[k].status != "ok":
-                break
-        if probes[k].status != "ok":
-            print(f"{head}  {probes[k].status} after {probes[k].seconds:.0f} s in the probe of {k} quer"
-                  f"{'y' if k == 1 else 'ies'}{tle_bound(probes, args, rounds_of(protocol, data, seed))}: "
-                  f"{(probes[k].error or '')[:50]}", flush=True)
+        cell_protocol = protocol.for_dataset(dataset)
+        seed = plan_seeds(cell_protocol, data.y, 1, data)[0][0]
+        X, y, split = seed_split(cell_protocol, data, seed)
+        rounds = split.pool.size  # lu2023's budget: the whole initial pool, one query a round
+        one = run_trial(replace(cell_protocol, budget_size=1), data.info.name, data.X, data.y, sid, seed,
+                        time_limit=args.time_limit)
+        result = one if one.status != "ok" else run_trial(  # the longer probe only when the one-query probe finished
+            replace(cell_protocol, budget_size=args.rounds), data.info.name, data.X, data.y, sid, seed,
+            time_limit=args.time_limit)
+        if result.status != "ok":
+            k = 1 if result is one else args.rounds
+            bound = tle_bound(one.seconds, args.time_limit, args.rounds, rounds) if result is not one and \
+                result.status == "tle" else ""
+            print(f"{head}  {result.status} after {result.seconds:.0f} s in the probe of {k} quer"
+                  f"{'y' if k == 1 else 'ies'}{bound}: {(result.error or '')[:50]}", flush=True)
             continue
-        one, result = probes[1], probes[args.rounds]
         query = (sum(r.query_seconds for r in result.rounds) - sum(r.query_seconds for r in one.rounds)) / (args.rounds - 1)
         fit = result.rounds[-1].fit_seconds
-        rounds = rounds_of(protocol, data, seed)
         start_rate = rounds * (query + fit) / 3600
         lower = rounds * (query / 4 + fit) / 3600
-        last_fit = last_round_fit(protocol, data, seed)
-        trials = protocol.trials.for_size(data.info.n)[0]
+        last_fit = last_round_fit(cell_protocol, X, y, split, seed)
+        trials = cell_protocol.trials.for_size(data.info.n)[0]
         upper = trials * rounds * (query + last_fit) / 3600 if query < last_fit else None
         estimate = None
         if sid in FIT_PER_CANDIDATE:
@@ -137,23 +138,15 @@ def main() -> None:
             estimate = trials * float(np.sum((query * (1 - t / rounds) + fit) * ((m_0 + t) / m_0) ** k)) / 3600
         print(f"{head} {result.seconds:8.2f} {query:9.4f} {fit:8.4f} {rounds:7d} {start_rate:12.1f} {lower:11.2f} "
               f"{last_fit:10.2f} {trials:6d} {trials * lower:12.1f} {_hours(upper, 12)} {_hours(estimate, 10)}  "
-              f"{verdict(trials * lower, upper, estimate)} ({result.fast_path or '-'})", flush=True)
+              f"{against_limit(trials * lower, upper, estimate)} ({result.fast_path or '-'})", flush=True)
 
 
-def rounds_of(protocol, data, trial_seed: int) -> int:
-    """The rounds of a full trial: lu2023's budget is the whole initial pool, one query a round."""
-    return seed_split(protocol, data, trial_seed)[2].pool.size
-
-
-def tle_bound(probes: dict, args, rounds: int) -> str:
+def tle_bound(one_seconds: float, time_limit: float, probe_rounds: int, rounds: int) -> str:
     """When only the longer probe ran out of time: its rounds past the first took more than the
     limit less the one-query probe's time, so one round's query takes at least that share, and a
     trial at least rounds x that / 4 (the lower bound of the module docstring)."""
-    one, longer = probes.get(1), probes.get(args.rounds)
-    if longer is None or one is None or longer.status != "tle":
-        return ""
-    per_round = (args.time_limit - one.seconds) / (args.rounds - 1)
-    return (f" (the one-query probe took {one.seconds:.0f} s, so a round takes over {per_round:.0f} s "
+    per_round = (time_limit - one_seconds) / (probe_rounds - 1)
+    return (f" (the one-query probe took {one_seconds:.0f} s, so a round takes over {per_round:.0f} s "
             f"and a trial over {rounds * per_round / 4 / 3600:.1f} h)")
 
 
@@ -161,7 +154,7 @@ def _hours(value: float | None, width: int) -> str:
     return f"{'-':>{width}s}" if value is None else f"{value:{width}.1f}"
 
 
-def verdict(lower: float, upper: float | None, estimate: float | None) -> str:
+def against_limit(lower: float, upper: float | None, estimate: float | None) -> str:
     """The cell against lu2023's limit, from the strongest figure there is (hours of its trials)."""
     if lower > LU2023_LIMIT_HOURS:
         return "over the limit (lower bound)"
