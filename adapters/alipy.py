@@ -61,7 +61,7 @@ import os
 import sys
 import types
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -661,6 +661,19 @@ class LAL(AlipyStrategy):
                     f"{config.n_episodes} simulated episodes vs the authors' {lal_data.AUTHORS_CONFIG.n_episodes}), "
                     f"not the LAL authors' file")
         return lal_data.describe(meta)
+
+    @classmethod
+    def prepare(cls, params: dict[str, Any], log: Callable[[str], None]) -> None:
+        """Regenerate the training data into the cache when it is not there (once per machine)."""
+        mode = params["mode"]
+        if os.environ.get(LAL_DATA_ENV) or mode not in LAL_FILES:
+            return  # the authors' file, or a mode the build refuses: nothing to generate
+        config = cls._generated_config(mode)
+        if lal_data.cached(config) is None:
+            log(f"LAL: generating its training data into {lal_data.data_dir(config)} (once per machine, "
+                f"about 2 minutes; `audit lal-data` does it ahead)")
+            _, meta = lal_data.ensure(config)
+            log(f"LAL: {meta['rows']} rows generated in {meta['seconds']} s")
 
     def _build(self, X, y_alipy):
         mode = self.params["mode"]

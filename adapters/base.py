@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, ClassVar, Protocol
+from typing import Any, Callable, ClassVar, Protocol
 
 import numpy as np
 
@@ -171,6 +171,14 @@ class QueryStrategy(ABC):
         """What a reader of the capability matrix and the reports must know about how the
         strategy runs here (e.g. LAL's training data: the authors' file or a regenerated one)."""
         return None
+
+    @classmethod
+    def prepare(cls, params: dict[str, Any], log: Callable[[str], None]) -> None:
+        """Do the one-time work this machine needs before trials with ``params`` can run (LAL's
+        regenerated training data), telling the user through ``log`` before anything long.
+        The runner calls it before a trial's clock and time limit start, and the drivers once
+        before any trial, so no trial's seconds or time limit include it. Cheap when done;
+        nothing to do by default."""
 
     def begin_trial(self, view: TrialView) -> None:
         """Take the trial's test view; the runner calls this only if ``uses_test_labels``."""

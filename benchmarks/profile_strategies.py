@@ -5,7 +5,8 @@
 
 One process. For each available strategy, runs its first trials through the real runner
 under cProfile and prints CPU seconds per trial (``time.process_time``) and the functions
-with the largest cumulative time (per trial), excluding the runner's own frames.
+with the largest cumulative time (per trial), excluding the runner's own frames and a
+strategy's one-time preparation (LAL's training data, generated first if missing).
 ``--dump DIR`` also writes each strategy's pstats file there.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from audit.engine.capabilities import CANONICAL_STRATEGIES, capability
 from audit.engine.datasets import load_dataset
-from audit.engine.runner import run_trial
+from audit.engine.runner import prepare_strategy, run_trial
 from audit.engine.splits import plan_seeds
 from audit.protocols import load_protocol
 
@@ -47,6 +48,7 @@ def main() -> None:
         if capability(protocol, sid).status != "available":
             print(f"\n== {sid}: not available")
             continue
+        prepare_strategy(protocol.for_dataset(args.dataset), protocol.strategy(sid), print)  # not profiled
         profiler = cProfile.Profile(time.process_time)
         cpu = time.process_time()
         profiler.enable()

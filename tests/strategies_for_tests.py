@@ -1,4 +1,7 @@
 """Strategies that misbehave on purpose, registered by tests to exercise error handling."""
+import time
+from pathlib import Path
+
 import numpy as np
 
 from adapters.base import QueryStrategy
@@ -37,8 +40,6 @@ class Sleeps(QueryStrategy):
     param_defaults = {"seconds": 0.05}
 
     def _select(self, X, y, model, batch_size, candidates, rng):
-        import time
-
         time.sleep(self.params["seconds"])
         return np.asarray(candidates[:batch_size])
 
@@ -56,5 +57,26 @@ class SleepsInLibrary(Sleeps):
             raise RuntimeError("the solver failed") from exc
 
 
+class PreparesOnce(QueryStrategy):
+    """Needs one-time work on the machine first, as LAL needs its training data: ``prepare``
+    takes ``seconds`` and leaves the file ``marker``; a query finding no marker fails."""
+
+    implements = "strategy with one-time preparation"
+    param_defaults = {"seconds": 0.05, "marker": ""}
+
+    @classmethod
+    def prepare(cls, params, log):
+        marker = Path(params["marker"])
+        if not marker.exists():
+            log(f"preparing {marker.name}")
+            time.sleep(params["seconds"])
+            marker.write_text("prepared")
+
+    def _select(self, X, y, model, batch_size, candidates, rng):
+        if not Path(self.params["marker"]).exists():
+            raise RuntimeError("queried before its preparation")
+        return np.asarray(candidates[:batch_size])
+
+
 STRATEGIES = {"fails": FailsAtRound, "returns-labeled": ReturnsLabeled, "sleeps": Sleeps,
-              "sleeps-in-library": SleepsInLibrary}
+              "sleeps-in-library": SleepsInLibrary, "prepares-once": PreparesOnce}

@@ -137,3 +137,21 @@ def test_the_store_fingerprint_tells_the_authors_file_from_the_regenerated_one(t
     authors = fingerprint_details(lu2023)
     assert authors["lal_data"]["LAL_iterative"] == hashlib.sha256(
         (tmp_path / al.LAL_FILES["LAL_iterative"]).read_bytes()).hexdigest()
+
+
+def test_lal_prepares_its_data_once_and_says_so_and_not_with_the_authors_file(tmp_path, monkeypatch):
+    import dataclasses
+
+    monkeypatch.setenv(lal_data.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(al.LAL, "_generated_config",
+                        classmethod(lambda cls, mode: dataclasses.replace(TINY, criterion=lal_data.MODES[mode])))
+    lines: list[str] = []
+    al.LAL.prepare(dict(al.LAL.param_defaults), lines.append)
+    assert len(lines) == 2 and lines[0].startswith("LAL: generating its training data into ")
+    assert lines[1] == "LAL: 12 rows generated in " + f"{lal_data.cached(al.LAL._generated_config('LAL_iterative'))['seconds']} s"
+    al.LAL.prepare(dict(al.LAL.param_defaults), lines.append)
+    assert len(lines) == 2  # found in the cache: nothing to do, nothing said
+    monkeypatch.setenv(al.LAL_DATA_ENV, str(tmp_path / "authors"))
+    monkeypatch.setenv(lal_data.CACHE_ENV, str(tmp_path / "other"))
+    al.LAL.prepare(dict(al.LAL.param_defaults), lines.append)
+    assert len(lines) == 2 and not (tmp_path / "other").exists()  # the authors' file is the user's business

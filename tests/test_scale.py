@@ -298,6 +298,49 @@ def test_a_time_limit_inside_a_library_that_wraps_its_errors_is_still_tle(lu2023
     assert result.seconds < 5
 
 
+def test_one_time_preparation_is_neither_timed_with_a_trial_nor_under_its_limit(tmp_path, lu2023, sonar,
+                                                                                test_strategies):
+    """LAL generates its training data at first use on a machine (about 2 minutes): that is
+    the machine's work, not the trial's, so it must not turn the trial into TLE or into a
+    slow trial in the store's seconds (which order and estimate runs)."""
+    from audit.protocols import StrategySpec
+    from tests.conftest import single_strategy
+
+    marker = tmp_path / "prepared"
+    spec = StrategySpec("prep", "test.prepares-once", {"seconds": 1.0, "marker": str(marker)}, None)
+    result = run_trial(single_strategy(lu2023, spec), "sonar", sonar.X, sonar.y, "prep", 0, time_limit=0.5)
+    assert result.status == "ok", result.error
+    assert marker.read_text() == "prepared" and result.seconds < 0.5
+
+
+def test_a_run_announces_one_time_preparation_once_before_its_first_trial(tmp_path, lu2023, test_strategies):
+    from audit.analysis.reproduce import ReproduceRequest, reproduce
+    from audit.protocols import StrategySpec
+    from tests.conftest import single_strategy
+
+    spec = StrategySpec("prep", "test.prepares-once", {"marker": str(tmp_path / "prepared")}, None)
+    lines: list[str] = []
+    outcome = reproduce(ReproduceRequest(single_strategy(lu2023, spec), "sonar", trials=3, store=tmp_path / "s.sqlite",
+                                         out=tmp_path / "out", progress=False, no_diagnose=True), log=lines.append)
+    assert [line for line in lines if line.startswith("preparing")] == ["preparing prepared"]
+    assert lines.index("preparing prepared") > next(i for i, line in enumerate(lines) if line.startswith("plan: "))
+    cell = next(c for c in outcome.report["strategies"] if c["strategy"] == "prep")
+    assert outcome.ran == 3 and cell["n_trials"] == 3
+
+
+def test_a_preparation_that_fails_is_each_trials_error_not_a_crash(tmp_path, lu2023, test_strategies):
+    from audit.analysis.reproduce import ReproduceRequest, reproduce
+    from audit.protocols import StrategySpec
+    from tests.conftest import single_strategy
+
+    spec = StrategySpec("prep", "test.prepares-once", {"marker": str(tmp_path / "missing" / "prepared")}, None)
+    outcome = reproduce(ReproduceRequest(single_strategy(lu2023, spec), "sonar", trials=2, store=tmp_path / "s.sqlite",
+                                         out=tmp_path / "out", progress=False, no_diagnose=True), log=lambda line: None)
+    cell = next(c for c in outcome.report["strategies"] if c["strategy"] == "prep")
+    assert cell["n_errors"] == 2 and cell["n_trials"] == 0
+    assert all(e["error"].startswith("FileNotFoundError") and "missing" in e["error"] for e in cell["errors"])
+
+
 def test_the_time_limit_also_stops_a_trial_off_the_main_thread(lu2023, sonar, test_strategies):
     """Dask runs a trial in a worker thread, where SIGALRM cannot reach it."""
     from audit.protocols import StrategySpec

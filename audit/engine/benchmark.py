@@ -32,7 +32,7 @@ from audit.engine.replay import (
     missing_tasks,
     plan_replay,
 )
-from audit.engine.runner import TrialResult, TrialTask
+from audit.engine.runner import TrialResult, TrialTask, prepare_strategies
 from audit.engine.store import DEFAULT_STORE, ResultStore
 from audit.errors import AuditError
 from audit.protocols import load_protocol
@@ -224,6 +224,7 @@ def run(request: RunRequest, executor: Executor | None = None,
                 f"{len(plan.tasks)} trials to run, {plan.reused} already stored in {store.path}")
             if not plan.tasks:
                 return RunOutcome(0, plan.reused, 0, time.perf_counter() - start)
+            prepare_strategies(plan.tasks, log)
             owned = executor is None
             if owned:
                 executor = make_executor(request.executor, request.workers, request.scheduler, request.retries)

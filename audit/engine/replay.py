@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import adapters
 from audit.engine.datasets import Dataset, get_info, load_dataset
 from audit.engine.executors import run_tasks
-from audit.engine.runner import TrialTask, budget_for
+from audit.engine.runner import TrialTask, budget_for, prepare_strategies
 from audit.engine.splits import plan_seeds, seed_split
 from audit.engine.store import ResultStore, fingerprint_details
 from audit.errors import AuditError
@@ -257,6 +257,7 @@ def run_and_store(tasks: list[TrialTask], request: ReproduceRequest, store: Resu
         return
     from tqdm import tqdm
 
+    prepare_strategies(tasks, log)
     remaining = list(tasks)
     first_seconds: dict[str, float] = {}
     estimated = False

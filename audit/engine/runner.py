@@ -22,7 +22,7 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import numpy as np
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
@@ -215,6 +215,9 @@ def run_trial(
     caught: list[warnings.WarningMessage] = []
     ran: set[str] = set()  # the fit paths the trial took (audit.fast.policy)
     try:
+        with threadpool_limits(1):  # the machine's one-time work, not the trial's: before its clock and limit
+            prepare_strategy(protocol, protocol.strategy(strategy_id))
+        start = time.perf_counter()
         with threadpool_limits(1), _time_limit(time_limit), warnings.catch_warnings(record=True) as caught, \
                 fast_policy.recording(ran):
             # One BLAS thread: the same floating-point path whatever the executor. Library
@@ -280,6 +283,27 @@ def bound_strategy(protocol: Protocol, spec: StrategySpec) -> tuple[Any, dict[st
     if query_spec is not None and spec.query_model != "task":
         query_spec = query_spec.with_defaults(era)
     return query_spec, strategy_cls.resolve_defaults(dict(spec.params), era)
+
+
+def prepare_strategy(protocol: Protocol, spec: StrategySpec, log: Callable[[str], None] = lambda line: None) -> None:
+    """The strategy's one-time work on this machine (:meth:`QueryStrategy.prepare`), with the
+    parameters it really runs with."""
+    strategy_cls = adapters.strategy_class(spec.implementation)
+    strategy_cls.prepare({**strategy_cls.param_defaults, **bound_strategy(protocol, spec)[1]}, log)
+
+
+def prepare_strategies(tasks: Iterable[TrialTask], log: Callable[[str], None]) -> None:
+    """Before a run's first trial: each strategy's one-time work, announced through ``log``
+    (so the progress bar does not stall unexplained inside a trial). A failure is left to
+    the trials, which record it as their error."""
+    seen = set()
+    for task in tasks:
+        if (task.protocol.name, task.dataset, task.strategy) in seen:
+            continue
+        seen.add((task.protocol.name, task.dataset, task.strategy))
+        protocol = task.protocol.for_dataset(task.dataset)
+        with contextlib.suppress(Exception):
+            prepare_strategy(protocol, protocol.strategy(task.strategy), log)
 
 
 def first_equal_row_labels(X_train: np.ndarray, y_train: np.ndarray) -> np.ndarray:
