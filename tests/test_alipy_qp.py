@@ -8,9 +8,8 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from adapters import MISSING
+from adapters import MISSING, alipy_qp
 from adapters import alipy as al
-from adapters import alipy_qp
 from audit.engine.runner import run_trial
 from audit.fast.policy import FastPathFallbackWarning, recording
 from audit.protocols import load_protocol

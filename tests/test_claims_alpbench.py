@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.analysis.claims import evaluate, format_claims
 from audit.analysis.claims import alpbench as claims
+from audit.analysis.claims import evaluate, format_claims
 from audit.errors import AuditError
 
 ALPHA = 0.05

@@ -24,9 +24,9 @@ from audit.analysis.compat import (
 from audit.analysis.stats import adjust_pvalues
 from audit.engine.datasets import names
 from audit.engine.models import BUILDERS, OPTIONAL_MODELS, ModelSpec, parse_model, split_specs
-from audit.protocols import load_protocol
 from audit.engine.runner import RoundRecord, TrialResult, run_trial
 from audit.errors import AuditError
+from audit.protocols import load_protocol
 
 
 def column(diag, **others):

@@ -240,7 +240,7 @@ def test_a_store_in_an_unwritable_directory_is_refused_before_any_work(tmp_path,
         for argv in _commands(store, out)[:3]:  # `audit status` only reads an existing store
             assert main(argv) == 2, argv
             line = _one_error_line(capsys.readouterr().err)
-            assert line.startswith(f"audit: error: cannot ") and str(store) in line, line
+            assert line.startswith("audit: error: cannot ") and str(store) in line, line
             assert not out.exists() and not any(read_only.iterdir())
 
 

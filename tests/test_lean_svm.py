@@ -7,8 +7,8 @@ from sklearn.svm import SVC
 
 from audit.engine.datasets import load_dataset
 from audit.engine.models import ModelSpec
-from audit.fast.policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
 from audit.fast import svc
+from audit.fast.policy import LIBRARY, FastPathFallbackWarning, fast_path_verified
 from audit.fast.svc import _FITTED, LeanSVC
 
 

@@ -22,6 +22,7 @@ from audit.analysis.compare import (
     summarise,
     verdict,
 )
+from audit.analysis.diagnose.at_chance import at_chance_entry, majority_share
 from audit.analysis.diagnose.counterfactual import (
     MIN_DIAGNOSIS_TRIALS,
     diagnose_cell,
@@ -29,7 +30,6 @@ from audit.analysis.diagnose.counterfactual import (
     most_replays,
     not_diagnosed,
 )
-from audit.analysis.diagnose.at_chance import at_chance_entry, majority_share
 from audit.analysis.diagnose.degenerate import degenerate_entry
 from audit.analysis.diagnose.detectors import lint
 from audit.analysis.diagnose.shared import shared_causes

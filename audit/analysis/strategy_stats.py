@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import adapters
+from audit.analysis.references import Reference, pick_reference, read_user_table
 from audit.analysis.stats import (
     BASELINE,
     RUNS_K,
@@ -22,7 +23,6 @@ from audit.analysis.stats import (
     usefulness,
     win_tie_loss,
 )
-from audit.analysis.references import Reference, pick_reference, read_user_table
 from audit.engine.datasets import REGISTRY
 from audit.engine.destinations import check_report_dir, csv_table, write_directory
 from audit.engine.metrics import get_variant

@@ -30,7 +30,7 @@ from audit.analysis.compare import (
 )
 from audit.analysis.reference_lint import lint_references
 from audit.analysis.references import Reference, load_references
-from audit.analysis.reproduce import nan_to_none, compare_cell
+from audit.analysis.reproduce import compare_cell, nan_to_none
 from audit.engine.capabilities import canonical_order
 from audit.engine.datasets import get_info, load_dataset, names
 from audit.engine.destinations import check_destination

@@ -32,8 +32,7 @@ import numpy as np
 from audit.engine.runner import TrialResult, TrialTask, execute_task
 from audit.engine.synthetic import Draw
 from audit.engine.workers import context as worker_context
-from audit.engine.workers import kept_pool
-from audit.engine.workers import run_on_dask_worker
+from audit.engine.workers import kept_pool, run_on_dask_worker
 from audit.errors import AuditError
 
 Arrays = tuple[np.ndarray, np.ndarray, Draw | None]  # X, y and a train/test set's own split

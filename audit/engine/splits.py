@@ -183,10 +183,10 @@ class _ReleasedSequence:
         test = self.rng.sample(range(n), int(self.test_ratio * n))
         in_test = set(test)
         train = [i for i in range(n) if i not in in_test]
-        for draw in range(MAX_REDRAWS):
+        for redraw in range(MAX_REDRAWS):
             labeled = self.rng.sample(train, self.initial_labels)
             if _has_classes(y, np.array(labeled), n_classes, self.min_per_class):
-                self.redraws.append(draw)
+                self.redraws.append(redraw)
                 break
         else:
             self.redraws.append(MAX_REDRAWS)
