@@ -298,9 +298,10 @@ def prepare_strategies(tasks: Iterable[TrialTask], log: Callable[[str], None]) -
     the trials, which record it as their error."""
     seen = set()
     for task in tasks:
-        if (task.protocol.name, task.dataset, task.strategy) in seen:
+        key = (task.protocol.name, task.dataset, task.strategy)
+        if key in seen:
             continue
-        seen.add((task.protocol.name, task.dataset, task.strategy))
+        seen.add(key)
         protocol = task.protocol.for_dataset(task.dataset)
         with contextlib.suppress(Exception):
             prepare_strategy(protocol, protocol.strategy(task.strategy), log)
