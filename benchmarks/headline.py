@@ -43,7 +43,7 @@ FAST_PATHS = {"lean-svc", "lean-forest", "lean-forest-regressor", "lean-grid-lr"
               "blas-labels", "lean-scaler"}
 
 
-def run_command(args: argparse.Namespace, work: Path) -> tuple[list[str], float, float, int]:
+def run_command(args: argparse.Namespace, work: Path) -> tuple[list[str], float, int]:
     """The headline command with a fresh store and report directory: (argv, wall s, exit code)."""
     argv = [str(Path(sys.executable).with_name("audit")), "reproduce", PROTOCOL, "--dataset", args.dataset, "--jobs", str(args.jobs),
             "--store", str(work / "store.sqlite"), "--out", str(work / "report")]
