@@ -125,3 +125,12 @@ def test_forest_legend_without_published_values_and_oracle_rows_marked(tmp_path,
     _, ax, entries = forest_legend(tmp_path, saved_figures, [cell("uniform", 0.75), cell("greedy-oracle", 0.84)])
     assert "reproduced mean" in entries and "published mean" not in entries
     assert [t.get_text() for t in ax.get_yticklabels()] == ["uniform", "greedy-oracle (oracle)"]
+
+
+def test_forest_plot_widens_for_long_replay_labels_instead_of_squeezing_the_axis(tmp_path, saved_figures):
+    label = "released scaling scope + released library defaults"
+    hypotheses = [{"label": label, "mean": 0.77, "ci95": [0.76, 0.78], "inside": True}]
+    fig, ax, _ = forest_legend(tmp_path, saved_figures, [cell("qbc", 0.77, published=0.765,
+                                                              diagnosis={"hypotheses": hypotheses})])
+    axis_inches = fig.get_size_inches()[0] * ax.get_position().width
+    assert axis_inches >= 4.0

@@ -111,7 +111,9 @@ def plot_forest(report: dict[str, Any], path: Path) -> None:
     plt = _pyplot()
     rows = forest_rows(report)
     scale = 100 if report["protocol"]["scale"] == "percent" else 1
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.42 * max(len(rows), 1)), dpi=110, layout="constrained")
+    longest = max((len(r["label"]) for r in rows), default=0)  # long replay labels widen it, not squeeze the axis
+    fig, ax = plt.subplots(figsize=(max(9.0, 7.5 + 0.09 * longest), 1.2 + 0.42 * max(len(rows), 1)), dpi=110,
+                           layout="constrained")
     for y, row in enumerate(rows):
         color = (INSIDE_COLOR if row["inside"] else HYPOTHESIS_COLOR) if row["hypothesis"] else REPRODUCED_COLOR
         if row["ci99"]:
