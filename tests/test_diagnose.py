@@ -12,6 +12,7 @@ from audit.analysis.compare import summarise
 from audit.analysis.diagnose import detectors as d
 from audit.analysis.diagnose.counterfactual import (
     HYPOTHESES,
+    INTERIM_LEVEL,
     MIN_DIAGNOSIS_TRIALS,
     _replay,
     combine,
@@ -20,6 +21,8 @@ from audit.analysis.diagnose.counterfactual import (
     effective_key,
 )
 from audit.analysis.reproduce import ReproduceRequest, reproduce
+from audit.analysis.settled import schedule
+from audit.analysis.stats import t_excludes
 from audit.cli.main import main
 from audit.engine.datasets import DataError, load_dataset
 from audit.engine.runner import run_trial
@@ -300,7 +303,36 @@ def test_an_initial_set_rule_that_changes_no_trial_is_not_replayed(zhan, release
     assert effective_key(zhan, both, "uniform", haberman) != effective_key(zhan, pool, "uniform", haberman)
 
 
-def test_a_replay_stops_once_the_cs_excludes_the_published_value(zhan, released, tmp_path):
+def _stops_early(values: np.ndarray, published: float) -> int | None:
+    """The look (n) at which a replay of these AUBCs stops, as _replay decides; None: the full count."""
+    for end in schedule(len(values))[:-1]:
+        if t_excludes(values[:end], published, INTERIM_LEVEL):
+            return end
+    return None
+
+
+@pytest.mark.parametrize("name, draw, mean, most", [
+    ("normal", lambda rng, n: rng.normal(0.75, 0.035, n), 0.75, 0.004),  # Bonferroni: 4 looks x 0.05%
+    ("skewed", lambda rng, n: rng.beta(30, 10, n), 0.75, 0.01),
+    ("two modes", lambda rng, n: np.where(rng.random(n) < 0.6, rng.normal(0.70, 0.02, n), rng.normal(0.80, 0.02, n)),
+     0.74, 0.01),  # DWUS-like: degenerate trials around one value, the others around another
+])
+def test_a_replay_whose_mean_is_the_published_value_rarely_stops_early(name, draw, mean, most):
+    """10,000 simulated replays of 100 trials whose true mean is the published value: the share
+    that stops at a look (10, 20, 40, 70) and so cannot explain the cell stays at most 1%."""
+    rng = np.random.default_rng(20)
+    stops = sum(_stops_early(draw(rng, 100), mean) is not None for _ in range(10_000))
+    assert stops / 10_000 <= most
+
+
+def test_a_replay_far_from_the_published_value_stops_at_an_early_look():
+    """BSO's replays sit about two SDs from the published value: they stop by the second look."""
+    rng = np.random.default_rng(21)
+    looks = [_stops_early(rng.normal(0.75 + 2 * 0.035, 0.035, 100), 0.75) for _ in range(1_000)]
+    assert all(n is not None and n <= 20 for n in looks)
+
+
+def test_a_replay_stops_once_its_interim_interval_excludes_the_published_value(zhan, released, tmp_path):
     _data("sonar")
     small = dataclasses.replace(zhan, budget_size=10)
     request = ReproduceRequest(protocol=small, dataset="sonar", trials=20, store=tmp_path / "s.sqlite")

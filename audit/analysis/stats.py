@@ -98,6 +98,13 @@ def t_interval(values: Sequence[float], level: float) -> tuple[float, float]:
     return (float(low), float(high))
 
 
+def t_excludes(values: Sequence[float], value: float, level: float) -> bool:
+    """Does the two-sided t-interval at ``level`` (:func:`t_interval`) exclude ``value``?
+    False below two values, where there is no interval."""
+    low, high = t_interval(values, level)
+    return not math.isnan(low) and not low <= value <= high
+
+
 def detectable_difference(n: int, ci95: tuple[float, float], power: float) -> float:
     """The smallest difference a two-sided t-test at 5% detects with probability ``power``:
     (t[0.975, n-1] + t[power, n-1]) * sem, the sem read off the 95% t-interval. NaN below two."""

@@ -193,7 +193,8 @@ def _references(report: dict[str, Any]) -> Section:
 def hypothesis_line(row: dict[str, Any]) -> str:
     lo, hi = row["ci95"]
     return (f"{row['label']} ({row['protocol']}): mean {row['mean']:.4f}, 95% CI [{lo:.4f}, {hi:.4f}], "
-            f"n={row['n']}{', published inside' if row['inside'] else ''}")
+            f"n={row['n']}{', published inside' if row['inside'] else ''}"
+            f"{' (stopped early: its interim t-interval excluded the published value)' if row.get('stopped_at') else ''}")
 
 
 def _diagnosis(report: dict[str, Any]) -> Section:

@@ -19,8 +19,8 @@ import numpy as np
 
 import adapters
 from audit.analysis.compare import summarise
-from audit.analysis.settled import STOP_ALPHA, schedule
-from audit.analysis.stats import betting_first_exclusion
+from audit.analysis.settled import schedule
+from audit.analysis.stats import t_excludes
 from audit.engine.datasets import Dataset, load_dataset
 from audit.engine.metrics import get_variant
 from audit.engine.replay import ReproduceRequest, execute_replay, plan_replay
@@ -34,6 +34,12 @@ from audit.engine.store import ResultStore
 from audit.protocols import Protocol, load_protocol
 
 MIN_DIAGNOSIS_TRIALS = 10  # successful trials a discrepant cell needs before a replay may explain it
+INTERIM_LEVEL = 0.9995
+"""A replay stops at a look short of its full count when its t-interval at this level excludes
+the published value: a group-sequential t-test over the schedule's planned looks (10, 20, 40,
+70 of 100), Bonferroni-bounded at 4 x 0.05% = 0.2% for normal AUBCs, and set this far out so
+that skewed and two-mode AUBC distributions stay under 1% too (docs/diagnosis.md, "Cheaper
+replays"; tests/test_diagnose.py simulates it)."""
 
 
 @dataclass(frozen=True)
@@ -218,10 +224,11 @@ def _replay(audited: Protocol, derived: Protocol, hypothesis: Hypothesis, datase
             data: Dataset | None = None) -> dict[str, Any]:
     """Run (or read from the store) the cell under one derived protocol; its 95% interval.
 
-    In rounds (audit/analysis/settled.py's schedule: n = 10, 20, 40, ...): once the 99%
-    betting CS of the replay's AUBCs excludes the published value, the replay stops there,
-    its row ``inside`` false (``stopped_at``: that n); else it runs to the cell's count and
-    the 95% t-interval decides, as a full replay would. ``shared`` ({effective key: the
+    In rounds (audit/analysis/settled.py's schedule: n = 10, 20, 40, ...): once the
+    :data:`INTERIM_LEVEL` t-interval of the replay's AUBCs excludes the published value at a
+    look short of the cell's count, the replay stops there, its row ``inside`` false
+    (``stopped_at``: that n); else it runs to the cell's count and the 95% t-interval
+    decides, as a full replay would. ``shared`` ({effective key: the
     protocol whose trials hold it}): a replay whose trials another replay of this cell
     already ran (:func:`effective_key`) reads those instead of running its own."""
     source = None if hypothesis is RELEASED_ALL else curve_source(audited, derived, hypothesis)
@@ -241,7 +248,7 @@ def _replay(audited: Protocol, derived: Protocol, hypothesis: Hypothesis, datase
         trials = [r for r in store.trials(plan.protocol.name, dataset, sid, fingerprint, part.seeds) if r.status == "ok"]
         ok = [variant([getattr(x, derived.aubc_metric) for x in r.rounds], [x.n_labeled for x in r.rounds])
               if resummarise else r.aubc for r in trials]
-        if end < len(plan.seeds) and betting_first_exclusion(ok, published, STOP_ALPHA) is not None:
+        if end < len(plan.seeds) and t_excludes(ok, published, INTERIM_LEVEL):
             stopped_at = end
             break
     summary = summarise(ok, derived.sd_ddof)
@@ -302,9 +309,7 @@ def diagnose_cell(audited: Protocol, dataset: str, cell: dict[str, Any], request
     if explained:
         summary_line = "explained by: " + "; ".join(f"{r['label']} ({_describe(r, published)} inside)" for r in explained)
     elif whole is not None:
-        lo, hi = whole["ci95"]
-        summary_line = (f"not explained by the released code (released replay {whole['mean']:.3f} [{lo:.3f}, "
-                        f"{hi:.3f}], published {published:.3f} outside)")
+        summary_line = f"not explained by the released code ({_describe(whole, published)} outside)"
     elif rows:
         closest = min(rows, key=lambda r: r["distance"])
         summary_line = f"unexplained; closest: {closest['label']} ({_describe(closest, published)} outside)"
@@ -324,7 +329,8 @@ def not_diagnosed(audited: Protocol, summary_line: str, status: str) -> dict[str
 
 def _describe(row: dict[str, Any], published: float) -> str:
     lo, hi = row["ci95"]
-    return f"{row['replay']} {row['mean']:.3f} [{lo:.3f}, {hi:.3f}], published {published:.3f}"
+    stopped = f", stopped at n={row['stopped_at']}" if row["stopped_at"] else ""
+    return f"{row['replay']} {row['mean']:.3f} [{lo:.3f}, {hi:.3f}]{stopped}, published {published:.3f}"
 
 
 def is_discrepant(cell: dict[str, Any]) -> bool:
