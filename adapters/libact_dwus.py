@@ -4,22 +4,25 @@ Every DWUS query fits libact's ``DensityWeightedLogisticRegression`` with
 ``scipy.optimize.minimize(method="CG")`` and no gradient, so SciPy estimates each gradient
 by forward differences: one call of the likelihood per coordinate (61 on sonar). A sonar
 trial whose densities are finite makes about 320,000 such calls, nearly all of its 11-19 s.
-This route makes the same ``minimize`` call with one option more, ``workers``: SciPy's own
-hook that evaluates a gradient's difference points through a map. The map given here
-evaluates all of them at once, each value by the same floating-point operations as libact's
-``_likelihood``: the products with the cluster centres and the quadratic term by the same
-``np.dot`` calls, point by point; the elementwise steps (sigmoid, weighting, log) and the
-sums over a contiguous last axis batched, which numpy computes element by element and row
-by row exactly as for one point. SciPy's CG loop, line searches, steps and differences are
-its own, so the fit, and every pick, is the same bit for bit.
+This route makes the same ``minimize`` call with ``jac``: :func:`difference_gradient`, which
+computes SciPy's own forward differences at once. The same absolute step (CG's ``eps``,
+sqrt of the float64 epsilon, with SciPy's fallback where it vanishes), the same points (x
+with one coordinate moved), the likelihood at x by libact's ``_likelihood`` and at the points
+by :func:`likelihood_batch`, which computes each value by the same floating-point operations
+as libact's ``_likelihood`` (the products with the cluster centres and the quadratic term by
+the same ``np.dot`` calls, point by point; the elementwise steps and the sums over a
+contiguous last axis batched, which numpy computes element by element and row by row exactly
+as for one point), and the same quotients. SciPy's CG loop and line searches read only these
+values, so the fit, and every pick, is the same bit for bit.
 
 It runs only when all of these hold, and otherwise libact's own ``train`` runs:
 
-1. SciPy is in :data:`SUPPORTED_SCIPY`, the releases whose ``minimize(method="CG")``
-   passes ``workers`` to its difference points (the map receives the points SciPy builds);
+1. SciPy is in :data:`SUPPORTED_SCIPY`, the releases whose CG differences the gradient this
+   way (an absolute step ``eps``, '2-point', no bounds);
 2. :func:`lean_dwus_verified` has compared, once in this process, the batch's values with
-   ``_likelihood`` point by point and a whole fit with libact's ``train``, bit for bit; a
-   difference warns once (FastPathFallbackWarning) and sends every fit to libact.
+   ``_likelihood`` point by point, the gradient with SciPy's ``approx_derivative`` and a
+   whole fit with libact's ``train``, bit for bit; a difference warns once
+   (FastPathFallbackWarning) and sends every fit to libact.
 
 Each fit records its route (:data:`LEAN_DWUS` or ``library``) for the trial's ``fast_path``.
 """
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import scipy
@@ -39,8 +42,11 @@ LEAN_DWUS = "lean-dwus"
 """The route's name in a trial's ``fast_path``."""
 
 SUPPORTED_SCIPY = ((1, 17), (1, 18))
-"""SciPy releases (major, minor) whose CG minimizer hands ``workers`` its difference points:
-from the first, up to not including the second."""
+"""SciPy releases (major, minor) whose CG minimizer differences the gradient as
+:func:`difference_gradient` does: from the first, up to not including the second."""
+
+CG_STEP = float(np.sqrt(np.finfo(np.float64).eps))
+"""The absolute difference step of ``minimize(method="CG")`` without ``jac`` (its ``eps``)."""
 
 
 def scipy_supported(version: str | None = None) -> bool:
@@ -48,29 +54,35 @@ def scipy_supported(version: str | None = None) -> bool:
     return release_in(scipy.__version__ if version is None else version, SUPPORTED_SCIPY)
 
 
-def likelihood_batch(model: Any, y: np.ndarray, points: list[np.ndarray]) -> list[np.ndarray]:
-    """``model._likelihood(w, X, y)`` at every ``w`` of ``points``, each as the 1-element
-    array SciPy's difference loop makes of a value."""
-    stacked = np.array(points)  # (B, d + 1)
-    coefs = stacked[:, :-1]
-    scores = np.array([np.dot(model.centers, coef) for coef in coefs]) + stacked[:, -1:]  # (B, K)
+def likelihood_batch(model: Any, y: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """``model._likelihood(w, X, y)`` at every row ``w`` of ``points`` (B, d + 1), as a (B,) array."""
+    coefs = points[:, :-1]
+    # np.dot(centers, coef) and np.dot(coef, coef) for each row, as stacked matmuls: numpy's
+    # matmul calls the same BLAS routines (gemv, dot) per stacked row with the same operands
+    scores = np.matmul(model.centers, coefs[:, :, None])[:, :, 0] + points[:, -1:]  # (B, K)
     products = y.reshape(1, -1, 1) * scores[:, None, :]  # (B, n, K): y_i * score_k, as the (n,1)@(1,K) dot
     weighted = np.sum(model.density * (1. / (1. + np.exp(-products))), axis=2)
-    quadratic = np.array([np.dot(coef, coef) for coef in coefs])
-    return list((model.C / 2. * quadratic - np.sum(np.log(weighted), axis=1))[:, None])
+    quadratic = np.matmul(coefs[:, None, :], coefs[:, :, None])[:, 0, 0]
+    return model.C / 2. * quadratic - np.sum(np.log(weighted), axis=1)
 
 
-def _batch_map(model: Any, y: np.ndarray, function: Any, points: Iterable[np.ndarray]) -> list[np.ndarray]:
-    """A map for SciPy's ``workers``: the likelihood at every point, without calling ``function``."""
-    return likelihood_batch(model, y, list(points))
+def difference_gradient(model: Any, X: Any, y: Any, w: np.ndarray) -> np.ndarray:
+    """The gradient SciPy's CG estimates at ``w`` without ``jac`` ('2-point', absolute step
+    :data:`CG_STEP`; ``approx_derivative``'s step fallback where ``w + step == w``), at once."""
+    step = np.where((w + CG_STEP) - w == 0, CG_STEP * ((w >= 0).astype(float) * 2 - 1) * np.maximum(1.0, np.abs(w)),
+                    CG_STEP)
+    moved = w + step
+    points = np.repeat(w[None, :], w.size, axis=0)
+    points[np.arange(w.size), np.arange(w.size)] = moved  # x with one coordinate moved, as SciPy copies it
+    at_w = np.atleast_1d(model._likelihood(np.copy(w), X, y))
+    return (likelihood_batch(model, np.asarray(y), points) - at_w) / (moved - w)
 
 
 def _lean_train(model: Any, X: Any, y: Any) -> None:
-    """libact's ``train`` (zeros start, CG, default options) with the batched difference points."""
-    labels = np.asarray(y)
+    """libact's ``train`` (zeros start, CG, default options) with the gradient computed at once."""
     start = np.zeros(np.shape(model.centers)[1] + 1)
     result = minimize(lambda w: model._likelihood(w, X, y), start, method="CG",
-                      options={"workers": functools.partial(_batch_map, model, labels)})
+                      jac=functools.partial(difference_gradient, model, X, y))
     model.w_ = result.x.reshape(-1, 1)
 
 
@@ -101,26 +113,34 @@ def lean_training() -> Iterator[None]:
 
 def _check_model(seed: int) -> tuple[Any, np.ndarray, np.ndarray]:
     """A DWUS-shaped fit (cluster memberships of 40 labeled rows, 5 centres in 12 dimensions,
-    labels -1/+1 as a column) and its labeled ids."""
+    or sonar's 60 for an odd seed; labels -1/+1 as a column) and its labeled ids."""
     from libact.query_strategies.density_weighted_uncertainty_sampling import DensityWeightedLogisticRegression
 
     rng = np.random.default_rng(seed)
     density = rng.random((40, 5)) ** 4
     density /= density.sum(axis=1, keepdims=True)
-    centers = rng.standard_normal((5, 12))
+    centers = rng.standard_normal((5, 60 if seed % 2 else 12))
     labels = np.where(rng.random(40) < 0.4, -1, 1).reshape(-1, 1)
     return DensityWeightedLogisticRegression(density, centers, 1.0), np.arange(40), labels
 
 
+@np.errstate(all="ignore")  # the point at 1e10 overflows: no warning into the trial that runs the check
 def _agrees_with_libact() -> bool:
+    from scipy.optimize._numdiff import approx_derivative
+
     for seed in (0, 1):
         model, ids, labels = _check_model(seed)
         rng = np.random.default_rng(seed + 10)
-        points = [rng.standard_normal(13) * scale for scale in (0.0, 0.01, 1.0, 30.0)]
-        expected = [np.atleast_1d(model._likelihood(np.copy(w), ids, labels)) for w in points]
-        got = likelihood_batch(model, labels, points)
-        if any(a.dtype != b.dtype or a.tobytes() != b.tobytes() for a, b in zip(got, expected)):
+        size = model.centers.shape[1] + 1
+        points = np.array([rng.standard_normal(size) * scale for scale in (0.0, 0.01, 1.0, 30.0)] + [np.full(size, 1e10)])
+        expected = np.array([model._likelihood(np.copy(w), ids, labels) for w in points])
+        if likelihood_batch(model, labels, points).tobytes() != expected.tobytes():
             return False
+        for w in points:  # the gradient CG would difference (its eps as abs_step), at each point
+            scipy_gradient = approx_derivative(lambda v: model._likelihood(v, ids, labels), w, method="2-point",
+                                               abs_step=CG_STEP)
+            if difference_gradient(model, ids, labels, w).tobytes() != scipy_gradient.tobytes():
+                return False
         twin = _check_model(seed)[0]
         model.train(ids, labels)
         _lean_train(twin, ids, labels)

@@ -1,5 +1,5 @@
 """The lean route of libact DWUS's fit (adapters/libact_dwus.py): SciPy's own CG fit with its
-difference points evaluated in one batch, bit for bit libact's; self-checked, with a fallback."""
+forward-difference gradient computed at once, bit for bit libact's; self-checked, with a fallback."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,13 +22,28 @@ def test_the_route_is_verified_on_this_scipy_and_gated_by_release():
 def test_the_batch_gives_libacts_likelihood_bit_for_bit(seed):
     model, ids, labels = libact_dwus._check_model(seed)
     rng = np.random.default_rng(seed)
-    start = rng.standard_normal(13)
+    size = model.centers.shape[1] + 1
+    start = rng.standard_normal(size)
     # the points of one forward-difference gradient: one coordinate moved at a time
-    points = [start] + [start + np.eye(13)[i] * 1.4901161193847656e-08 for i in range(13)]
+    points = np.array([start] + [start + np.eye(size)[i] * 1.4901161193847656e-08 for i in range(size)])
     got = libact_dwus.likelihood_batch(model, labels, points)
-    expected = [np.atleast_1d(model._likelihood(np.copy(w), ids, labels)) for w in points]
-    assert [g.tobytes() for g in got] == [e.tobytes() for e in expected]
-    assert all(g.shape == (1,) and g.dtype == np.float64 for g in got)
+    expected = np.array([model._likelihood(np.copy(w), ids, labels) for w in points])
+    assert got.dtype == np.float64 and got.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_the_gradient_is_scipys_forward_difference_bit_for_bit(seed):
+    """As CG differences it without ``jac``: its eps as the absolute step; at 1e10 the step
+    vanishes (1e10 + eps == 1e10) and SciPy's fallback step applies."""
+    from scipy.optimize._numdiff import approx_derivative
+
+    model, ids, labels = libact_dwus._check_model(seed)
+    rng = np.random.default_rng(seed)
+    size = model.centers.shape[1] + 1
+    for w in (rng.standard_normal(size), np.zeros(size), np.r_[rng.standard_normal(size - 1), 1e10]):
+        expected = approx_derivative(lambda v: model._likelihood(v, ids, labels), w, method="2-point",
+                                     abs_step=libact_dwus.CG_STEP)
+        assert libact_dwus.difference_gradient(model, ids, labels, w).tobytes() == expected.tobytes()
 
 
 def test_a_fit_through_the_route_is_libacts_fit():
@@ -59,7 +74,7 @@ def test_trial_queries_are_the_library_ones(dataset, trial_seed, monkeypatch):
 def test_a_failed_self_check_warns_and_sends_every_fit_to_libact(monkeypatch):
     real = libact_dwus.likelihood_batch
     monkeypatch.setattr(libact_dwus, "likelihood_batch",
-                        lambda model, y, points: [v + 1e-12 for v in real(model, y, points)])
+                        lambda model, y, points: real(model, y, points) + 1e-12)
     with pytest.warns(FastPathFallbackWarning, match="lean-dwus: its self-check found a difference"):
         assert libact_dwus.lean_dwus_verified.__wrapped__() is False
     monkeypatch.setattr(libact_dwus, "lean_dwus_verified", lambda: False)
