@@ -268,8 +268,7 @@ def test_reproduce_says_which_cells_it_diagnoses_and_how_before_it_starts(tmp_pa
     plan = [line for line in lines if line.startswith("diagnosis: ")]
     assert len(plan) == 2 and plan[:1] == ["diagnosis: 1 discrepant cell (uniform), one after another: each replayed under every single flip "
                     "toward zhan2021-released that changes it; if none explains it, under their pairs; if none of those "
-                    "does, under zhan2021-released itself. A replay runs up to 10 trials and stops once the 99% CS "
-                    "excludes the published value"]
+                    "does, under zhan2021-released itself. A replay runs up to 10 trials"]  # 10: no look before the end
     assert lines.index(plan[0]) < min(i for i, line in enumerate(lines) if line.startswith("diagnosis uniform"))
     # then its worst case: every single flip that ran trials, their pairs and the released code
     rows = next(c for c in report["strategies"] if c["strategy"] == "uniform")["diagnosis"]["hypotheses"]
