@@ -15,6 +15,7 @@ from audit.analysis.diagnose.counterfactual import (
     INTERIM_LEVEL,
     MIN_DIAGNOSIS_TRIALS,
     _replay,
+    closeness,
     combine,
     derived_protocols,
     diagnose_cell,
@@ -329,6 +330,18 @@ def test_a_replay_far_from_the_published_value_stops_at_an_early_look():
     rng = np.random.default_rng(21)
     looks = [_stops_early(rng.normal(0.75 + 2 * 0.035, 0.035, 100), 0.75) for _ in range(1_000)]
     assert all(n is not None and n <= 20 for n in looks)
+
+
+def test_the_closest_replay_is_the_nearest_mean_not_the_widest_interval():
+    """BSO on sonar (2026-12-07): the split-draws replay stopped at n = 10 (interval 0.051 wide)
+    reaches nearer the published 0.830 than the pool-order + split pair stopped at 20, whose
+    mean is nearer; the pair is the closer replay."""
+    rows = [{"key": "split", "mean": 0.8894, "ci95": [0.864, 0.915], "distance": 0.864 - 0.830},
+            {"key": "pool-order+split", "mean": 0.8866, "ci95": [0.872, 0.901], "distance": 0.872 - 0.830},
+            {"key": "failed", "mean": float("nan"), "ci95": [float("nan")] * 2, "distance": float("inf")}]
+    assert min(rows, key=lambda r: r["distance"])["key"] == "split"  # the interval alone favours the short replay
+    assert min(rows, key=lambda r: closeness(r, 0.830))["key"] == "pool-order+split"
+    assert max(rows, key=lambda r: closeness(r, 0.830))["key"] == "failed"
 
 
 def test_a_replay_stops_once_its_interim_interval_excludes_the_published_value(zhan, released, tmp_path):
