@@ -134,3 +134,15 @@ def test_forest_plot_widens_for_long_replay_labels_instead_of_squeezing_the_axis
                                                               diagnosis={"hypotheses": hypotheses})])
     axis_inches = fig.get_size_inches()[0] * ax.get_position().width
     assert axis_inches >= 4.0
+
+
+def test_forest_rows_fill_the_axis_and_stopped_replays_say_their_n(tmp_path, saved_figures):
+    hypotheses = [{"label": "unshuffled pool", "mean": 0.70, "ci95": [0.66, 0.74], "inside": False, "stopped_at": 10},
+                  {"label": "released split draws", "mean": 0.76, "ci95": [0.75, 0.77], "inside": True,
+                   "stopped_at": None}]
+    _, ax, _ = forest_legend(tmp_path, saved_figures, [cell("uniform", 0.75, published=0.617,
+                                                            diagnosis={"hypotheses": hypotheses})])
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "uniform", "~ unshuffled pool (n = 10)", "~ released split draws"]
+    bottom, top = ax.get_ylim()
+    assert top < 0 < 2 < bottom and bottom - top < 3.5  # first row on top, no empty rows beyond the three

@@ -71,7 +71,8 @@ def plot_learning_curves(report: dict[str, Any], curves: dict[str, tuple[np.ndar
 
 def forest_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per replayed cell with an interval (oracles marked), then one per diagnosis
-    replay of that cell."""
+    replay of that cell (labelled with its n when it stopped at an early look, which is why
+    its interval is wider)."""
     rows = []
     for c in report["strategies"]:
         if c["status"] != "ok" or c.get("ci95") is None or None in c["ci95"]:
@@ -79,7 +80,8 @@ def forest_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append({"label": c["strategy"] + ORACLE_MARK * bool(c.get("uses_test_labels")), "mean": c["mean"],
                      "ci95": c["ci95"], "ci99": c["ci99"], "published": c["published_mean"], "hypothesis": False})
         for h in (c.get("diagnosis") or {}).get("hypotheses", []):
-            rows.append({"label": f"~ {h['label']}", "mean": h["mean"], "ci95": h["ci95"], "ci99": None,
+            stopped = f" (n = {h['stopped_at']})" if h.get("stopped_at") else ""
+            rows.append({"label": f"~ {h['label']}{stopped}", "mean": h["mean"], "ci95": h["ci95"], "ci99": None,
                          "published": c["published_mean"], "hypothesis": True, "inside": h["inside"]})
     return rows
 
@@ -126,7 +128,7 @@ def plot_forest(report: dict[str, Any], path: Path) -> None:
     for value in sorted(set(published)):
         ax.axvline(value, color=PUBLISHED_COLOR, alpha=0.15, linewidth=1)
     ax.set_yticks(range(len(rows)), [r["label"] for r in rows])
-    ax.invert_yaxis()
+    ax.set_ylim(len(rows) - 0.4, -0.6)  # top to bottom, without matplotlib's 5% margins (5 empty rows at 110)
     unit = "%" if scale == 100 else report["protocol"].get("unit", "fraction")
     ax.set_xlabel(f"AUBC ({report['protocol']['aubc_variant']}, {unit})")
     ax.set_title(f"{report['protocol']['name']} on {report['dataset']['name']}: published vs reproduced")
