@@ -24,12 +24,12 @@ from audit.analysis.compare import (
 )
 from audit.analysis.diagnose.at_chance import at_chance_entry, majority_share
 from audit.analysis.diagnose.counterfactual import (
-    INTERIM_LEVEL,
     MIN_DIAGNOSIS_TRIALS,
     diagnose_cell,
     is_discrepant,
     most_replays,
     not_diagnosed,
+    stopping_rule,
 )
 from audit.analysis.diagnose.degenerate import degenerate_entry
 from audit.analysis.diagnose.detectors import lint
@@ -39,7 +39,7 @@ from audit.analysis.references import (
     pick_reference,
     read_user_table,
 )
-from audit.analysis.settled import Rounds, report_entry, run_rounds, schedule, settle_cell
+from audit.analysis.settled import Rounds, report_entry, run_rounds, settle_cell
 from audit.analysis.stats import welch
 from audit.engine.datasets import REGISTRY, label_runs
 from audit.engine.destinations import check_destination, read_manifest
@@ -342,14 +342,10 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
             rounds.seeds if rounds else {sid: seeds for sid in plan.strategies}, table, rounds)
         discrepant = [c["strategy"] for c in cells if is_discrepant(c) and c["n_trials"] >= MIN_DIAGNOSIS_TRIALS]
         if discrepant and protocol.released and not request.no_diagnose:
-            looks = schedule(len(seeds))[:-1]
-            stop = (f" and stops at a look (n = {', '.join(map(str, looks))}) once its {INTERIM_LEVEL:.2%} t-interval "
-                    "excludes the published value" if looks else "")
             log(f"diagnosis: {len(discrepant)} discrepant cell{'s' * (len(discrepant) > 1)} ({', '.join(discrepant)}), "
                 "one after another: each "
                 f"replayed under every single flip toward {protocol.released} that changes it; if none explains it, "
-                f"under their pairs; if none of those does, under {protocol.released} itself. A replay runs up to "
-                f"{len(seeds)} trials{stop}")
+                f"under their pairs; if none of those does, under {protocol.released} itself. {stopping_rule(len(seeds))}")
             log(_diagnosis_bound(plan, request, store, fingerprint, discrepant))
         for cell in filter(is_discrepant, cells):  # counterfactual replays, or why there are none
             if request.no_diagnose:

@@ -219,6 +219,15 @@ def effective_key(audited: Protocol, protocol: Protocol, sid: str, data: Dataset
     return p.spec_hash
 
 
+def stopping_rule(n_trials: int) -> str:
+    """How :func:`_replay` stops a replay of ``n_trials``, said before the diagnosis starts."""
+    looks = schedule(n_trials)[:-1]
+    if not looks:
+        return f"A replay runs up to {n_trials} trials"
+    return (f"A replay runs up to {n_trials} trials and stops at a look (n = {', '.join(map(str, looks))}) once its "
+            f"{INTERIM_LEVEL:.2%} t-interval excludes the published value")
+
+
 def _replay(audited: Protocol, derived: Protocol, hypothesis: Hypothesis, dataset: str, sid: str, published: float,
             request: ReproduceRequest, store: ResultStore, shared: dict[str, Protocol] | None = None,
             data: Dataset | None = None) -> dict[str, Any]:
