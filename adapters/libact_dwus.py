@@ -7,21 +7,24 @@ trial whose densities are finite makes about 320,000 such calls, nearly all of i
 This route makes the same ``minimize`` call with ``jac``: :func:`difference_gradient`, which
 computes SciPy's own forward differences at once. The same absolute step (CG's ``eps``,
 sqrt of the float64 epsilon, with SciPy's fallback where it vanishes), the same points (x
-with one coordinate moved), the likelihood at x by libact's ``_likelihood`` and at the points
-by :func:`likelihood_batch`, which computes each value by the same floating-point operations
+with one coordinate moved), the likelihood at x the value CG's own evaluation there returned
+(libact's ``_likelihood``, as SciPy differences from it), at the points by
+:func:`likelihood_batch`, which computes each value by the same floating-point operations
 as libact's ``_likelihood`` (the products with the cluster centres and the quadratic term by
-the same ``np.dot`` calls, point by point; the elementwise steps and the sums over a
-contiguous last axis batched, which numpy computes element by element and row by row exactly
-as for one point), and the same quotients. SciPy's CG loop and line searches read only these
-values, so the fit, and every pick, is the same bit for bit.
+the same ``np.dot`` calls, point by point; the elementwise steps batched, which numpy computes
+element by element; the sum over the clusters, a row numpy adds left to right when it has
+fewer than 8 elements, as that many whole-array additions), and the same quotients. SciPy's
+CG loop and line searches read only these values, so the fit, and every pick, is the same
+bit for bit.
 
 It runs only when all of these hold, and otherwise libact's own ``train`` runs:
 
 1. SciPy is in :data:`SUPPORTED_SCIPY`, the releases whose CG differences the gradient this
    way (an absolute step ``eps``, '2-point', no bounds);
 2. :func:`lean_dwus_verified` has compared, once in this process, the batch's values with
-   ``_likelihood`` point by point, the gradient with SciPy's ``approx_derivative`` and a
-   whole fit with libact's ``train``, bit for bit; a difference warns once
+   ``_likelihood`` point by point (at 1 to 11 clusters: both ways a row is summed), the
+   gradient with SciPy's ``approx_derivative`` and a whole fit with libact's ``train``, bit
+   for bit; a difference warns once
    (FastPathFallbackWarning) and sends every fit to libact.
 
 Each fit records its route (:data:`LEAN_DWUS` or ``library``) for the trial's ``fast_path``.
@@ -49,6 +52,11 @@ CG_STEP = float(np.sqrt(np.finfo(np.float64).eps))
 """The absolute difference step of ``minimize(method="CG")`` without ``jac`` (its ``eps``)."""
 
 
+SEQUENTIAL_ROW = 8
+"""numpy sums a contiguous float64 row of fewer elements than this one by one, left to right
+(longer rows pairwise, in eight lanes)."""
+
+
 def scipy_supported(version: str | None = None) -> bool:
     """Is ``version`` (default: the installed SciPy's) in SUPPORTED_SCIPY?"""
     return release_in(scipy.__version__ if version is None else version, SUPPORTED_SCIPY)
@@ -60,29 +68,64 @@ def likelihood_batch(model: Any, y: np.ndarray, points: np.ndarray) -> np.ndarra
     # np.dot(centers, coef) and np.dot(coef, coef) for each row, as stacked matmuls: numpy's
     # matmul calls the same BLAS routines (gemv, dot) per stacked row with the same operands
     scores = np.matmul(model.centers, coefs[:, :, None])[:, :, 0] + points[:, -1:]  # (B, K)
-    products = y.reshape(1, -1, 1) * scores[:, None, :]  # (B, n, K): y_i * score_k, as the (n,1)@(1,K) dot
-    weighted = np.sum(model.density * (1. / (1. + np.exp(-products))), axis=2)
+    # y_i * score_k, as the (n,1)@(1,K) dot, laid out (B, K, n): each element the same one
+    # product, and numpy's loops run along the long axis (n) instead of the short one (K)
+    terms = scores[:, :, None] * np.ravel(y)[None, None, :]
+    # density * 1 / (1 + exp(-t)), elementwise in place: the same operations on each element
+    np.negative(terms, out=terms)
+    np.exp(terms, out=terms)
+    np.add(terms, 1., out=terms)
+    np.divide(1., terms, out=terms)
+    np.multiply(terms, np.asarray(model.density).T, out=terms)
+    weighted = _sum_clusters(terms)
     quadratic = np.matmul(coefs[:, None, :], coefs[:, :, None])[:, 0, 0]
     return model.C / 2. * quadratic - np.sum(np.log(weighted), axis=1)
 
 
-def difference_gradient(model: Any, X: Any, y: Any, w: np.ndarray) -> np.ndarray:
+def _sum_clusters(terms: np.ndarray) -> np.ndarray:
+    """The sums over the clusters (axis 1 of ``terms`` (B, K, n)) that libact's
+    ``np.sum(..., axis=1)`` of each (n, K) slice gives: numpy adds a contiguous row shorter
+    than :data:`SEQUENTIAL_ROW` left to right, so for DWUS's default 5 clusters these are K - 1
+    whole-array additions in that order; longer rows are handed to numpy as such rows (the
+    self-check compares both with ``_likelihood``)."""
+    if not terms.shape[1] < SEQUENTIAL_ROW:
+        return np.sum(np.ascontiguousarray(terms.transpose(0, 2, 1)), axis=-1)
+    total = terms[:, 0, :].copy()
+    for k in range(1, terms.shape[1]):
+        total += terms[:, k, :]
+    return total
+
+
+def difference_gradient(model: Any, X: Any, y: Any, w: np.ndarray, at_w: float | None = None) -> np.ndarray:
     """The gradient SciPy's CG estimates at ``w`` without ``jac`` ('2-point', absolute step
-    :data:`CG_STEP`; ``approx_derivative``'s step fallback where ``w + step == w``), at once."""
+    :data:`CG_STEP`; ``approx_derivative``'s step fallback where ``w + step == w``), at once.
+    ``at_w``: the likelihood at ``w`` when already computed (SciPy differences from the value
+    its minimizer computed there), else computed here."""
     step = np.where((w + CG_STEP) - w == 0, CG_STEP * ((w >= 0).astype(float) * 2 - 1) * np.maximum(1.0, np.abs(w)),
                     CG_STEP)
     moved = w + step
     points = np.repeat(w[None, :], w.size, axis=0)
     points[np.arange(w.size), np.arange(w.size)] = moved  # x with one coordinate moved, as SciPy copies it
-    at_w = np.atleast_1d(model._likelihood(np.copy(w), X, y))
-    return (likelihood_batch(model, np.asarray(y), points) - at_w) / (moved - w)
+    if at_w is None:
+        at_w = model._likelihood(np.copy(w), X, y)
+    return (likelihood_batch(model, np.asarray(y), points) - np.atleast_1d(at_w)) / (moved - w)
 
 
 def _lean_train(model: Any, X: Any, y: Any) -> None:
-    """libact's ``train`` (zeros start, CG, default options) with the gradient computed at once."""
+    """libact's ``train`` (zeros start, CG, default options) with the gradient computed at once.
+    CG evaluates the likelihood at a point before its gradient there; the gradient reuses that
+    value, as SciPy's own differences do, instead of computing it again."""
+    last: dict[str, Any] = {}
+
+    def likelihood(w: np.ndarray) -> Any:
+        last["w"], last["value"] = w.tobytes(), model._likelihood(w, X, y)
+        return last["value"]
+
+    def gradient(w: np.ndarray) -> np.ndarray:
+        return difference_gradient(model, X, y, w, last["value"] if last.get("w") == w.tobytes() else None)
+
     start = np.zeros(np.shape(model.centers)[1] + 1)
-    result = minimize(lambda w: model._likelihood(w, X, y), start, method="CG",
-                      jac=functools.partial(difference_gradient, model, X, y))
+    result = minimize(likelihood, start, method="CG", jac=gradient)
     model.w_ = result.x.reshape(-1, 1)
 
 
@@ -111,15 +154,15 @@ def lean_training() -> Iterator[None]:
 
 # --- the self-check -------------------------------------------------------------------
 
-def _check_model(seed: int) -> tuple[Any, np.ndarray, np.ndarray]:
-    """A DWUS-shaped fit (cluster memberships of 40 labeled rows, 5 centres in 12 dimensions,
-    or sonar's 60 for an odd seed; labels -1/+1 as a column) and its labeled ids."""
+def _check_model(seed: int, clusters: int = 5) -> tuple[Any, np.ndarray, np.ndarray]:
+    """A DWUS-shaped fit (cluster memberships of 40 labeled rows, ``clusters`` centres in 12
+    dimensions, or sonar's 60 for an odd seed; labels -1/+1 as a column) and its labeled ids."""
     from libact.query_strategies.density_weighted_uncertainty_sampling import DensityWeightedLogisticRegression
 
     rng = np.random.default_rng(seed)
-    density = rng.random((40, 5)) ** 4
+    density = rng.random((40, clusters)) ** 4
     density /= density.sum(axis=1, keepdims=True)
-    centers = rng.standard_normal((5, 60 if seed % 2 else 12))
+    centers = rng.standard_normal((clusters, 60 if seed % 2 else 12))
     labels = np.where(rng.random(40) < 0.4, -1, 1).reshape(-1, 1)
     return DensityWeightedLogisticRegression(density, centers, 1.0), np.arange(40), labels
 
@@ -127,6 +170,13 @@ def _check_model(seed: int) -> tuple[Any, np.ndarray, np.ndarray]:
 @np.errstate(all="ignore")  # the point at 1e10 overflows: no warning into the trial that runs the check
 def _agrees_with_libact() -> bool:
     from scipy.optimize._numdiff import approx_derivative
+
+    for clusters in (1, 2, SEQUENTIAL_ROW - 1, SEQUENTIAL_ROW, SEQUENTIAL_ROW + 3):  # both ways of summing a row
+        model, ids, labels = _check_model(clusters, clusters)
+        points = np.random.default_rng(clusters).standard_normal((3, model.centers.shape[1] + 1))
+        expected = np.array([model._likelihood(np.copy(w), ids, labels) for w in points])
+        if likelihood_batch(model, labels, points).tobytes() != expected.tobytes():
+            return False
 
     for seed in (0, 1):
         model, ids, labels = _check_model(seed)

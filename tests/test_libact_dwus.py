@@ -82,3 +82,19 @@ def test_a_failed_self_check_warns_and_sends_every_fit_to_libact(monkeypatch):
     with recording() as ran, libact_dwus.lean_training():
         model.train(ids, labels)
     assert ran == {"library"}
+
+
+@pytest.mark.parametrize("clusters", range(1, 13))
+def test_the_cluster_sum_is_numpys_sum_of_each_row_at_every_length(clusters):
+    """Rows shorter than SEQUENTIAL_ROW are added left to right, as numpy adds them; longer ones
+    by numpy itself (its eight-lane pairwise sum)."""
+    rows = np.random.default_rng(clusters).random((7, 40, clusters)) * np.logspace(-3, 3, clusters)  # (B, n, K)
+    summed = libact_dwus._sum_clusters(np.ascontiguousarray(rows.transpose(0, 2, 1)))  # laid out (B, K, n)
+    assert summed.tobytes() == np.sum(rows, axis=-1).tobytes()
+
+
+def test_the_gradient_from_the_value_cg_computed_is_the_gradient_computed_afresh():
+    model, ids, labels = libact_dwus._check_model(3)
+    w = np.random.default_rng(3).standard_normal(model.centers.shape[1] + 1)
+    given = libact_dwus.difference_gradient(model, ids, labels, w, model._likelihood(np.copy(w), ids, labels))
+    assert given.tobytes() == libact_dwus.difference_gradient(model, ids, labels, w).tobytes()
