@@ -251,6 +251,26 @@ def test_alipys_eer_with_the_lean_lr_picks_what_it_picks_as_shipped(sonar):
     assert_same_replay(fast, plain, "lean-lr+lean-svc", "library")
 
 
+@pytest.mark.parametrize("strategy", ["qbc", "albl", "us-nc"])
+def test_libacts_lbfgs_lr_strategies_fit_through_the_lean_lbfgs_route_and_pick_as_without_it(sonar, strategy,
+                                                                                             monkeypatch):
+    """zhan2021's libact LR (lbfgs, two classes) is refitted every round by QBC's committee,
+    ALBL's experts and uncertainty sampling: those fits take fit_lbfgs_binary, and the trial
+    is the one LogisticRegression's own fit gives."""
+    zhan = load_protocol("zhan2021")
+    protocol = dataclasses.replace(zhan, budget_size=4, strategies={strategy: zhan.strategies[strategy]})
+    lean_fits = []
+    monkeypatch.setattr(linear, "fit_lbfgs_binary",
+                        lambda model, X, y: lean_fits.append(type(model)) or fit_lbfgs_binary(model, X, y))
+    fast = run_trial(protocol, "sonar", sonar.X, sonar.y, strategy, 2)
+    assert lean_fits and set(lean_fits) == {LeanLR}
+    monkeypatch.setattr(linear, "lbfgs_binary_applies", lambda model, X, y: False)
+    lean_fits.clear()
+    without = run_trial(protocol, "sonar", sonar.X, sonar.y, strategy, 2)
+    assert not lean_fits
+    assert_same_replay(fast, without, fast.fast_path, fast.fast_path)
+
+
 def _lbfgs_both(X, y, **params):
     with warnings.catch_warnings(record=True) as expected_warnings:
         warnings.simplefilter("always")

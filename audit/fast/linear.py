@@ -22,7 +22,9 @@ coefficients, intercept and iteration count are liblinear's own. On three or mor
 ``OneVsRestClassifier``, one binary problem per class: libact's variance reduction
 (zhan2021's VR) refits on a third, hypothetical label for every candidate, about 5,500
 one-vs-rest fits per sonar trial, each three ``LogisticRegression`` fits behind a label
-binariser, clones and joblib. Every other fit is ``OvRLogisticRegression``'s.
+binariser, clones and joblib. A binary lbfgs fit (libact's LR under QBC, ALBL and
+uncertainty sampling: hundreds a trial, refitted every round) goes through
+:func:`fit_lbfgs_binary` below. Every other fit is ``OvRLogisticRegression``'s.
 
 zhan2021's grid-searched query model (:mod:`audit.fast.grid`) fits about 2,900 binary
 lbfgs LogisticRegressions per sonar trial; :func:`fit_lbfgs_binary` fits one with the calls
@@ -35,8 +37,8 @@ those evaluations.
 
 It follows :mod:`audit.fast.policy` (supported scikit-learn releases, LogisticRegression's
 own parameter and input validation, a once-per-process self-check); its fast path is the
-lean liblinear fit when it applies and the prediction route, taken after a fit without
-``sample_weight`` on plain inputs.
+lean liblinear or lbfgs fit when one applies and the prediction route, taken after a fit
+without ``sample_weight`` on plain inputs.
 """
 from __future__ import annotations
 
@@ -85,6 +87,8 @@ class LeanLR(FastPathMixin, OvRLogisticRegression):
         classes, encoded = np.unique(y, return_inverse=True)
         if self._lean_liblinear_applies(X, classes.size):
             self._lean_liblinear_fit(X, classes, encoded)
+        elif lbfgs_binary_applies(self, X, y):
+            fit_lbfgs_binary(self, X, y)
         else:
             OvRLogisticRegression.fit(self, X, y)  # scikit-learn's own fit: only the predictions are lean
 
@@ -172,10 +176,11 @@ class LeanLR(FastPathMixin, OvRLogisticRegression):
 
 def lbfgs_binary_applies(model: LogisticRegression, X: np.ndarray, y: np.ndarray) -> bool:
     """Does :func:`fit_lbfgs_binary` make ``model.fit(X, y)``'s calls: a plain LogisticRegression
+    or LeanLR (whose fit of two classes is LogisticRegression's)
     (lbfgs, the default L2 penalty at a finite C, no class weights, no warm start, no
     verbosity, no callbacks) on C-ordered finite float64 rows with exactly two classes? The
     caller has checked the rest of :func:`audit.fast.policy.plain_inputs`."""
-    return (type(model) is LogisticRegression and model.solver == "lbfgs" and model.penalty == "deprecated"
+    return (type(model) in (LogisticRegression, LeanLR) and model.solver == "lbfgs" and model.penalty == "deprecated"
             and type(model.l1_ratio) in (int, float) and model.l1_ratio == 0
             and type(model.C) in (int, float) and 0 < model.C < np.inf and model.class_weight is None
             and not model.warm_start and model.n_jobs is None and model.verbose == 0
