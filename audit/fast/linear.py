@@ -304,7 +304,7 @@ def _agrees_with_lr() -> bool:
     labels, probabilities, on many rows and on one row at a time)?
 
     Compared on small fixed problems (two, three and four classes, lbfgs and liblinear, the
-    lean binary and one-vs-rest liblinear fits among them), once per
+    lean binary lbfgs fit and the lean binary and one-vs-rest liblinear fits among them), once per
     process (:func:`audit.fast.policy.fast_path_verified`).
     """
     rng = np.random.default_rng(4)
