@@ -249,7 +249,8 @@ def data_dir(config: LalDataConfig = DEFAULT_CONFIG) -> Path:
     return cache_root() / config.key()
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes, in hex."""
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
@@ -264,7 +265,7 @@ def cached(config: LalDataConfig = DEFAULT_CONFIG) -> dict[str, Any] | None:
     try:
         meta = json.loads(sidecar.read_text())
         ours = (meta.get("generator") == "al-audit lal_data" and meta.get("config") == config.as_dict()
-                and path.is_file() and not path.is_symlink() and _sha256(path) == meta.get("sha256"))
+                and path.is_file() and not path.is_symlink() and file_sha256(path) == meta.get("sha256"))
     except (OSError, ValueError, AttributeError):
         ours = False
     if not ours:
@@ -350,7 +351,7 @@ def ensure(config: LalDataConfig = DEFAULT_CONFIG, progress: Any = None) -> tupl
             meta = {"generator": "al-audit lal_data", "version": GENERATOR_VERSION, "seed": config.seed,
                     "config": config.as_dict(), "episodes": config.n_episodes, "rows": int(gains.size),
                     "authors_episodes": AUTHORS_CONFIG.n_episodes, "seconds": round(seconds, 1),
-                    "sha256": _sha256(Path(tmp)), "file": final.name}
+                    "sha256": file_sha256(Path(tmp)), "file": final.name}
             sidecar = final.with_name(final.name + SIDECAR_SUFFIX)
             sidecar_tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
             os.replace(sidecar_tmp, sidecar)  # ours: only al-audit writes this name

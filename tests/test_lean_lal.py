@@ -1,16 +1,18 @@
 """LAL's forests on the lean path: LeanForestRegressor and LeanForest's out-of-bag score must be
 scikit-learn's bit for bit (or be scikit-learn's), and a LAL replay the same either way."""
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 from adapters import alipy as al
+from audit.engine import scratch
 from audit.engine.runner import run_trial
 from audit.fast import forest
 from audit.fast.forest import LeanForest, LeanForestRegressor
-from audit.fast.policy import LIBRARY
+from audit.fast.policy import LIBRARY, fast_path_verified
 from audit.protocols import load_protocol
 from tests.conftest import assert_same_replay, single_strategy
 from tests.plain_libraries import plain_libraries
@@ -166,3 +168,48 @@ def test_lal_data_generated_with_the_lean_forests_is_scikit_learns(monkeypatch):
         monkeypatch.setattr(cls, "_fast_path_verified", lambda self: False)
     plain = lal_data.generate(config)
     assert all(np.array_equal(a, b) for a, b in zip(lean, plain))
+
+
+def _count_selector_fits(monkeypatch) -> list[int]:
+    """A list that grows by one at every LeanForestRegressor fit of a trial (the once-per-process
+    self-check and the once-per-session generation of LAL's training data, which fit some too,
+    done first)."""
+    fast_path_verified(LeanForestRegressor)
+    al.lal_data.ensure(al.LAL._generated_config("LAL_iterative"))
+    trained = []
+    fit = LeanForestRegressor.fit
+    monkeypatch.setattr(LeanForestRegressor, "fit", lambda self, X, y: trained.append(1) or fit(self, X, y))
+    return trained
+
+
+def test_lal_trains_its_selector_once_per_run_and_seed_and_replays_alike(sonar, tmp_path, monkeypatch):
+    """Two protocols' trials of one seed share the selector (the global random state at its
+    training is the same); every trial equals the one that trains its own, outside a run."""
+    shipped = load_protocol("zhan2021")
+    scaled = replace(shipped, name="zhan2021-scaled", scaling=dict(load_protocol("zhan2021-released").scaling))
+    replays = [single_strategy(p, p.strategy("lal"), budget=8) for p in (shipped, scaled)]
+    trained = _count_selector_fits(monkeypatch)
+    alone = [run_trial(p, "sonar", sonar.X, sonar.y, "lal", seed) for p in replays for seed in (0, 1)]
+    assert len(trained) == 4
+    with scratch.using(str(tmp_path)):
+        shared = [run_trial(p, "sonar", sonar.X, sonar.y, "lal", seed) for p in replays for seed in (0, 1)]
+    assert len(trained) == 6 and len(list(tmp_path.iterdir())) == 2
+    for one, other in zip(alone, shared):
+        assert_same_replay(one, other, "lean-forest+lean-forest-regressor+lean-svc",
+                           "lean-forest+lean-forest-regressor+lean-svc")
+    assert alone[0].aubc != alone[2].aubc  # the scaling changes the replay (its task model), not the selector
+
+
+def test_a_read_back_selector_leaves_the_global_state_where_training_does(sonar, tmp_path, monkeypatch):
+    trained = _count_selector_fits(monkeypatch)
+    states = []
+    for _ in range(2):
+        with scratch.using(str(tmp_path)):
+            np.random.seed(5)
+            qs = al._ql.QueryInstanceLAL(sonar.X, sonar.y, mode="LAL_iterative", data_path=str(al.lal_data.ensure(
+                al.LAL._generated_config("LAL_iterative"))[0]), cls_est=50, train_slt=False)
+            al._lean_lal(qs)
+            states.append((np.random.get_state(), qs._selector.predict(np.ones((3, 8)))))
+    assert len(trained) == 1  # the second selector was read back
+    (first, first_scores), (second, second_scores) = states
+    assert all(np.array_equal(a, b) for a, b in zip(first, second)) and np.array_equal(first_scores, second_scores)

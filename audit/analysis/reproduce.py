@@ -52,6 +52,7 @@ from audit.engine.replay import (
     plan_replay,
 )
 from audit.engine.runner import TrialResult
+from audit.engine.scratch import run_scratch
 from audit.engine.store import ResultStore, fingerprint_details, fingerprint_of
 from audit.errors import AuditError
 from audit.protocols import Protocol
@@ -323,47 +324,54 @@ def reproduce(request: ReproduceRequest, log=lambda line: print(line, file=sys.s
     table = None if request.references is None else read_user_table(  # checked whole before any trial
         request.references, REGISTRY, plan.protocol.strategies)
     out_dir, holds = report_destination(request, plan)
-    protocol, name, seeds = plan.protocol, plan.dataset, plan.seeds
     store = ResultStore(request.store)
     try:
-        rounds = None
-        partial = PartialReports(plan, request, store, out_dir, holds, table, log)
-        if request.until_settled:
-            published = {}
-            for sid in plan.strategies:
-                ref = pick_reference(protocol, name, sid, table)
-                published[sid] = ref.mean_fraction if ref else None
-            rounds = run_rounds(plan, request, store, published, log, on_round=partial.round_done)
-            fingerprint, details, ran, reused = rounds.fingerprint, rounds.details, rounds.ran, rounds.reused
-        else:
-            fingerprint, details, ran, reused = execute_replay(plan, request, store, log, on_done=partial.done)
-        cells, per_trial, curves, audited = _read_cells(
-            plan, plan.strategies, store, fingerprint,
-            rounds.seeds if rounds else {sid: seeds for sid in plan.strategies}, table, rounds)
-        discrepant = [c["strategy"] for c in cells if is_discrepant(c) and c["n_trials"] >= MIN_DIAGNOSIS_TRIALS]
-        if discrepant and protocol.released and not request.no_diagnose:
-            log(f"diagnosis: {len(discrepant)} discrepant cell{'s' * (len(discrepant) > 1)} ({', '.join(discrepant)}), "
-                "one after another: each "
-                f"replayed under every single flip toward {protocol.released} that changes it; if none explains it, "
-                f"under their pairs; if none of those does, under {protocol.released} itself. {stopping_rule(len(seeds))}")
-            log(_diagnosis_bound(plan, request, store, fingerprint, discrepant))
-        for cell in filter(is_discrepant, cells):  # counterfactual replays, or why there are none
-            if request.no_diagnose:
-                cell["diagnosis"] = not_diagnosed(protocol, "diagnosis not run (--no-diagnose)", "not run")
-            elif protocol.released:
-                cell["diagnosis"] = diagnose_cell(protocol, name, cell, request, store, log)
-        # discrepant cells off in one direction, tested together (paired by trial seed)
-        shared = shared_causes(cells, audited, {c["strategy"]: adapters.strategy_class(c["implementation"]).library
-                                                for c in cells})
-        for entry in shared:
-            log(entry["line"])
-        for cell in cells:  # the per-seed values served the pooled test; the report keeps the summaries
-            for row in (cell.get("diagnosis") or {}).get("hypotheses", []):
-                row.pop("per_seed", None)
-        report = _assemble(plan, cells + _unavailable_cells(plan, table), shared, details, fingerprint)
-        if rounds:
-            report["settled"] = report_entry(rounds, len(seeds))
-        files = write_report(report, per_trial, curves, out_dir, holds, create_parents=request.out is None)
-        return ReproduceOutcome(report, out_dir, files, ran, reused, plan.unavailable)
+        with run_scratch():  # shared by the trials and the diagnosis's replays, removed at the end
+            return _reproduce(plan, request, store, table, out_dir, holds, log)
     finally:
         store.close()
+
+
+def _reproduce(plan: ReplayPlan, request: ReproduceRequest, store: ResultStore, table: list[Reference] | None,
+               out_dir: Path, holds: dict[str, Any], log) -> ReproduceOutcome:
+    """The trials, the diagnosis and the report of :func:`reproduce` (its checks done)."""
+    protocol, name, seeds = plan.protocol, plan.dataset, plan.seeds
+    rounds = None
+    partial = PartialReports(plan, request, store, out_dir, holds, table, log)
+    if request.until_settled:
+        published = {}
+        for sid in plan.strategies:
+            ref = pick_reference(protocol, name, sid, table)
+            published[sid] = ref.mean_fraction if ref else None
+        rounds = run_rounds(plan, request, store, published, log, on_round=partial.round_done)
+        fingerprint, details, ran, reused = rounds.fingerprint, rounds.details, rounds.ran, rounds.reused
+    else:
+        fingerprint, details, ran, reused = execute_replay(plan, request, store, log, on_done=partial.done)
+    cells, per_trial, curves, audited = _read_cells(
+        plan, plan.strategies, store, fingerprint,
+        rounds.seeds if rounds else {sid: seeds for sid in plan.strategies}, table, rounds)
+    discrepant = [c["strategy"] for c in cells if is_discrepant(c) and c["n_trials"] >= MIN_DIAGNOSIS_TRIALS]
+    if discrepant and protocol.released and not request.no_diagnose:
+        log(f"diagnosis: {len(discrepant)} discrepant cell{'s' * (len(discrepant) > 1)} ({', '.join(discrepant)}), "
+            "one after another: each "
+            f"replayed under every single flip toward {protocol.released} that changes it; if none explains it, "
+            f"under their pairs; if none of those does, under {protocol.released} itself. {stopping_rule(len(seeds))}")
+        log(_diagnosis_bound(plan, request, store, fingerprint, discrepant))
+    for cell in filter(is_discrepant, cells):  # counterfactual replays, or why there are none
+        if request.no_diagnose:
+            cell["diagnosis"] = not_diagnosed(protocol, "diagnosis not run (--no-diagnose)", "not run")
+        elif protocol.released:
+            cell["diagnosis"] = diagnose_cell(protocol, name, cell, request, store, log)
+    # discrepant cells off in one direction, tested together (paired by trial seed)
+    shared = shared_causes(cells, audited, {c["strategy"]: adapters.strategy_class(c["implementation"]).library
+                                            for c in cells})
+    for entry in shared:
+        log(entry["line"])
+    for cell in cells:  # the per-seed values served the pooled test; the report keeps the summaries
+        for row in (cell.get("diagnosis") or {}).get("hypotheses", []):
+            row.pop("per_seed", None)
+    report = _assemble(plan, cells + _unavailable_cells(plan, table), shared, details, fingerprint)
+    if rounds:
+        report["settled"] = report_entry(rounds, len(seeds))
+    files = write_report(report, per_trial, curves, out_dir, holds, create_parents=request.out is None)
+    return ReproduceOutcome(report, out_dir, files, ran, reused, plan.unavailable)

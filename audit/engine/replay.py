@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import adapters
+from audit.engine import scratch
 from audit.engine.datasets import Dataset, get_info, load_dataset
 from audit.engine.executors import run_tasks
 from audit.engine.runner import TrialTask, budget_for, prepare_strategies
@@ -147,7 +148,7 @@ def missing_tasks(plan: ReplayPlan, request: ReproduceRequest,
     n_oracle_trials = sum(len(set(seeds) - done[sid]) for sid in oracle_ids)
     inner = oracle_jobs(n_oracle_trials, request.jobs)
     tasks = [TrialTask(protocol, name, request.data_dir, sid, s, request.trial_timeout,
-                       inner if sid in oracle_ids else 1)
+                       inner if sid in oracle_ids else 1, scratch=scratch.current())
              for sid in plan.strategies for s in seeds if s not in done[sid]]
     expected = expected_seconds(plan, store)
     return fingerprint, details, longest_first(tasks, {(name, s): v for s, v in expected.items()}), \

@@ -31,6 +31,7 @@ from threadpoolctl import threadpool_limits
 import adapters
 from adapters import MISSING
 from adapters.base import QueryStrategy, TrialView
+from audit.engine import scratch
 from audit.engine.metrics import METRICS, get_variant, round_metrics
 from audit.engine.splits import TrialSplit, make_split, subsystem_seed, trial_rows
 from audit.engine.synthetic import Draw
@@ -463,6 +464,7 @@ class TrialTask:
     time_limit: float | None = None
     jobs: int = 1  # processes inside the trial (for a strategy that uses the test labels: TrialView.jobs)
     companions: tuple[Protocol, ...] = ()  # protocols scored on the same queries (run_trial)
+    scratch: str | None = None  # the run's scratch directory (audit/engine/scratch.py); None: none
 
 
 def execute_task(task: TrialTask, arrays: tuple[np.ndarray, np.ndarray, Draw | None] | None = None) -> TrialResult:
@@ -474,5 +476,6 @@ def execute_task(task: TrialTask, arrays: tuple[np.ndarray, np.ndarray, Draw | N
         data = load_dataset(task.dataset, task.data_dir)
         arrays = data.X, data.y, data.given
     X, y, given = arrays
-    return run_trial(task.protocol, task.dataset, X, y, task.strategy, task.trial_seed, task.time_limit, task.jobs,
-                     task.companions, given)
+    with scratch.using(task.scratch):
+        return run_trial(task.protocol, task.dataset, X, y, task.strategy, task.trial_seed, task.time_limit,
+                         task.jobs, task.companions, given)
