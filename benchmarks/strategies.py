@@ -207,9 +207,9 @@ def compare_published(cells: list[Cell]) -> None:
 
 def turn_off(fast_paths: set[str]) -> None:
     """In this process, the named fast paths of :mod:`audit.fast` (and ``lean-qp``, ALiPy
-    BMDR/SPAL's QPs; ``lean-dwus``, libact DWUS's fits; ``blas-labels``, the oracles' binary SVC
-    labels; ``lean-scaler``, the StandardScaler refits) act as if their self-check
-    had failed: their fits run the library's own code."""
+    BMDR/SPAL's QPs; ``lean-dwus``, libact DWUS's fits; ``blas-labels``, binary SVC labels
+    (LeanSVC.predict's and the oracles'); ``lean-scaler``, the runner's StandardScaler fits) act
+    as if their self-check had failed: their fits run the library's own code."""
     from audit.fast.policy import FastPathMixin, fast_path_verified
 
     FastPathMixin._fast_path_verified = (

@@ -10,6 +10,7 @@ import pytest
 from sklearn.preprocessing import StandardScaler
 
 from adapters import oracles
+from audit.engine import runner as runner_module
 from audit.engine.models import ModelSpec
 from audit.engine.runner import _Features, run_trial
 from audit.engine.splits import make_split
@@ -79,7 +80,8 @@ def blobs(n: int = 90, d: int = 4, seed: int = 5) -> tuple[np.ndarray, np.ndarra
 
 
 @pytest.mark.parametrize("kind, test_fit", [("standard", "train"), ("minmax", "train"), ("standard", "test")])
-def test_views_for_a_labeled_set_are_the_runners_views_after_that_round(lu2023, kind, test_fit):
+def test_views_for_a_labeled_set_are_the_runners_views_after_that_round(lu2023, monkeypatch, kind, test_fit):
+    """views_for against the runner's round scaled by scikit-learn's scalers (the lean route off)."""
     X, y = blobs()
     split = make_split(lu2023, y, 0)
     features = _Features("labeled", X, split, kind, test_fit)
@@ -87,8 +89,10 @@ def test_views_for_a_labeled_set_are_the_runners_views_after_that_round(lu2023, 
     rng = np.random.default_rng(2)
     for size in (2, 20, 45):
         positions = np.sort(rng.choice(split.train.size, size=size, replace=False))
-        runner = _Features("labeled", X, split, kind, test_fit)
-        runner.update(positions)  # the runner's own round: the protocol's scaler, as scikit-learn fits it
+        with monkeypatch.context() as off:
+            off.setattr(scaler, "lean_scaler_verified", lambda: False)
+            runner = _Features("labeled", X, split, kind, test_fit)
+            runner.update(positions)  # the runner's own round: the protocol's scaler, as scikit-learn fits it
         X_rows, X_test = features.views_for(positions, positions)
         assert np.array_equal(X_rows, runner.X_train[positions]) and np.array_equal(X_test, runner.X_test)
         X_all, _ = features.views_for(positions, slice(None))
@@ -102,11 +106,20 @@ def test_views_for_a_labeled_set_are_the_runners_views_after_that_round(lu2023, 
     assert np.array_equal(features.X_train, before[0]) and np.array_equal(features.X_test, before[1])
 
 
-def test_bso_under_the_labeled_scaling_scope_is_the_same_trial_with_the_lean_scaler_off(lu2023, monkeypatch):
+@pytest.mark.parametrize("strategy, scaling", [("bso", {"task": "labeled", "query": "train"}),
+                                               ("us-c", {"task": "labeled", "query": "labeled"}),
+                                               ("uniform", {"task": "train", "query": "train"})])
+def test_a_trial_is_the_same_with_the_lean_scaler_off(lu2023, monkeypatch, strategy, scaling):
+    """The runner's scalings (once a round in scope "labeled", once a trial in "train"; the task
+    and the query model's) and the oracle's candidate sets, with and without the lean route."""
     X, y = blobs(50)
-    protocol = dataclasses.replace(lu2023, scaling={"task": "labeled", "query": "train"})
-    lean = run_trial(protocol, "blobs", X, y, "bso", 1)
+    protocol = dataclasses.replace(lu2023, scaling=scaling)
+    routed = []
+    lean_scaled = runner_module.standard_scaled
+    monkeypatch.setattr(runner_module, "standard_scaled", lambda *a: routed.append(1) or lean_scaled(*a))
+    lean = run_trial(protocol, "blobs", X, y, strategy, 1)
+    assert len(routed) >= (1 if scaling["task"] == "train" else lean.rounds[-1].round)
     monkeypatch.setattr(scaler, "lean_scaler_verified", lambda: False)
-    library = run_trial(protocol, "blobs", X, y, "bso", 1)
+    library = run_trial(protocol, "blobs", X, y, strategy, 1)
     assert lean.status == library.status == "ok"
     assert (lean.query_hash, lean.aubc, lean.aubc_by_metric) == (library.query_hash, library.aubc, library.aubc_by_metric)

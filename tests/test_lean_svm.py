@@ -95,6 +95,23 @@ def test_lean_predictions_on_inputs_the_checks_would_change_go_through_them():
         lean.predict(np.full((2, X_all.shape[1]), np.nan))
 
 
+def test_a_binary_rbf_or_linear_models_labels_come_through_blas_and_are_libsvms(monkeypatch):
+    """LeanSVC.predict: binary_codes for plain rows of a binary RBF or linear model; SVC.predict
+    for other kernels, three classes and rows the checks would convert."""
+    routed = []
+    original = svc.binary_codes
+    monkeypatch.setattr(svc, "binary_codes", lambda *args: routed.append(args[0]["kernel"]) or original(*args))
+    X_all, y_all = _sonar()
+    for params in ({"kernel": "rbf", "gamma": "auto"}, {"kernel": "linear", "C": 0.1}, {"kernel": "poly"}):
+        reference, lean = _fit_both(params, X_all[:60], y_all[:60])
+        for X in (X_all, X_all.astype(np.float32), X_all[:9].tolist()):
+            assert np.array_equal(reference.predict(X), lean.predict(X))
+    assert routed == ["rbf", "linear"]
+    wine = load_dataset("wine")
+    reference, lean = _fit_both({"kernel": "rbf"}, wine.X, wine.y)
+    assert np.array_equal(reference.predict(wine.X), lean.predict(wine.X)) and routed == ["rbf", "linear"]
+
+
 def test_bad_parameters_and_one_class_fail_as_in_scikit_learn():
     X_all, y_all = _sonar()
     with pytest.raises(ValueError, match="kernel"):

@@ -114,21 +114,21 @@ class _Features:
         if scope == "train":
             self._scale(np.concatenate([self.X_train_raw, self.X_val_raw]))
 
-    def _scaled(self, fit_rows: np.ndarray, *arrays: np.ndarray, lean: bool = False) -> list[np.ndarray]:
-        """``arrays`` transformed by the protocol's scaler fitted on ``fit_rows``; ``lean``: a
-        StandardScaler through its bit-identical lean route (audit/fast/scaler.py), for the
-        oracles' thousands of candidate sets a round."""
-        if lean and self.scaler is StandardScaler:
+    def _scaled(self, fit_rows: np.ndarray, *arrays: np.ndarray) -> list[np.ndarray]:
+        """``arrays`` transformed by the protocol's scaler fitted on ``fit_rows``; a StandardScaler
+        through its bit-identical lean route (audit/fast/scaler.py): scope "labeled" refits it
+        every round, and the oracles for each of thousands of candidate sets a round."""
+        if self.scaler is StandardScaler:
             return standard_scaled(fit_rows, *arrays)
         scaler = self.scaler().fit(fit_rows)
         return [scaler.transform(a) for a in arrays]
 
-    def _with_test(self, fit_rows: np.ndarray, *arrays: np.ndarray, lean: bool = False) -> list[np.ndarray]:
+    def _with_test(self, fit_rows: np.ndarray, *arrays: np.ndarray) -> list[np.ndarray]:
         """``arrays`` scaled by the scaler fitted on ``fit_rows``, then the test rows as the task
         model sees them with it (test_fit "test": by a scaler fitted on themselves)."""
         if self.test_fit == "train":
-            return self._scaled(fit_rows, *arrays, self.X_test_raw, lean=lean)
-        return self._scaled(fit_rows, *arrays, lean=lean) + self._scaled(self.X_test_raw, self.X_test_raw, lean=lean)
+            return self._scaled(fit_rows, *arrays, self.X_test_raw)
+        return self._scaled(fit_rows, *arrays) + self._scaled(self.X_test_raw, self.X_test_raw)
 
     def _scale(self, fit_rows: np.ndarray) -> None:
         with_val = [self.X_val_raw] if len(self.X_val_raw) else []
@@ -148,7 +148,7 @@ class _Features:
             return self.X_train[train_rows], self.X_test
         fit_rows = self.X_train_raw[labeled_positions]
         rows = fit_rows if train_rows is labeled_positions else self.X_train_raw[train_rows]  # the oracles' usual call
-        X_rows, X_test = self._with_test(fit_rows, rows, lean=True)
+        X_rows, X_test = self._with_test(fit_rows, rows)
         return X_rows, X_test
 
 

@@ -1,10 +1,10 @@
 """StandardScaler's fit and transform without its validation layers, bit for bit.
 
 A task model in scaling scope "labeled" (zhan2021's released code: a StandardScaler refitted
-on the labeled rows) is cheap for the runner, one refit a round; the beam-search oracle
-refits it for each of ~26,000 candidate sets of a sonar trial, and scikit-learn 1.9 spends
-most of such a refit and its transforms in input validation, array-namespace look-ups and
-callback set-up around three small NumPy reductions. :func:`standard_scaled` runs those
+on the labeled rows) refits it once a round (about a tenth of a cheap strategy's trial); the
+beam-search oracle refits it for each of ~26,000 candidate sets of a sonar trial; and
+scikit-learn 1.9 spends most of such a refit and its transforms in input validation,
+array-namespace look-ups and callback set-up around three small NumPy reductions. :func:`standard_scaled` runs those
 NumPy operations alone, in the order ``partial_fit`` runs them on a first fit
 (``_incremental_mean_and_var`` from zero samples, ``_is_constant_feature``,
 ``_handle_zeros_in_scale``), and transforms as ``transform`` does (a float64 copy, minus the
@@ -13,9 +13,11 @@ mean, divided by the scale), so every value is the library's.
 It follows the policy of :mod:`audit.fast.policy`: a supported scikit-learn, plain inputs
 (2-D float64 arrays of finite values), a once-per-process self-check against StandardScaler
 (:func:`lean_scaler_verified`), and StandardScaler itself for anything else or after a
-difference. Like the oracles' BLAS labels, it is not recorded in a trial's ``fast_path``: the
-runner's own once-a-round scaling is StandardScaler's; this route serves the oracles' scoring
-of candidate sets (``FeatureViews.views_for``).
+difference. It serves every StandardScaler the runner fits (audit/engine/runner.py's
+``_Features``: once a trial in scope "train", once a round in scope "labeled", and for the
+oracles' candidate sets through ``views_for``). Like the BLAS labels of a binary SVC, it is not
+recorded in a trial's ``fast_path``: that flag names the fit routes of the models, and this
+route changes no value of the library's.
 """
 from __future__ import annotations
 

@@ -93,12 +93,26 @@ class LeanSVC(FastPathMixin, SVC):
                              "large values and need to be preprocessed.")
         self.n_iter_ = self._num_iter
 
-    def _validate_for_predict(self, X):
-        if (self.__dict__.get("fast_path_") == self.fast_path_name and isinstance(X, np.ndarray)
+    def _plain(self, X) -> bool:
+        """Fitted on the lean path, and ``X`` what scikit-learn's checks would return unchanged."""
+        return (self.__dict__.get("fast_path_") == self.fast_path_name and isinstance(X, np.ndarray)
                 and X.dtype == np.float64 and X.ndim == 2 and X.flags.c_contiguous and X.shape[0] > 0
-                and X.shape[1] == self.n_features_in_ and bool(np.isfinite(X).all())):
-            return X  # what scikit-learn's checks would return for it
-        return super()._validate_for_predict(X)
+                and X.shape[1] == self.n_features_in_ and bool(np.isfinite(X).all()))
+
+    def _validate_for_predict(self, X):
+        return X if self._plain(X) else super()._validate_for_predict(X)
+
+    def predict(self, X):
+        """A binary RBF or linear model's labels through :func:`binary_codes` (libsvm's labels: BLAS
+        where their signs are certain, libsvm for the other rows); otherwise SVC.predict. The
+        runner predicts the test rows with the task model after every query."""
+        if not (self.kernel in ("rbf", "linear") and self.__dict__.get("classes_") is not None
+                and self.classes_.size == 2 and not self.break_ties and self._plain(X)):
+            return super().predict(X)
+        fitted = (self.support_, self.support_vectors_, self._n_support, self._dual_coef_, self._intercept_,
+                  self._probA, self._probB)
+        args = {"kernel": self.kernel, "degree": self.degree, "coef0": self.coef0, "cache_size": self.cache_size}
+        return self.classes_.take(binary_codes(args, fitted, X, self._gamma))
 
 
 _FITTED = ("support_", "support_vectors_", "_n_support", "dual_coef_", "intercept_", "_dual_coef_",
