@@ -87,6 +87,16 @@ def assert_same_replay(fast, library, fast_path: str, library_path: str) -> None
     assert fast.warnings == library.warnings
 
 
+@pytest.fixture(autouse=True)
+def subprocess_temporary_directory(monkeypatch, tmp_path_factory):
+    """Every test: a process it starts has its temporary directory (TMPDIR) in pytest's own
+    temporary tree, so what a run killed on purpose leaves there (its scratch directory,
+    audit/engine/scratch.py) never reaches the system's."""
+    directory = tmp_path_factory.getbasetemp() / "subprocess-tmp"
+    directory.mkdir(exist_ok=True)
+    monkeypatch.setenv("TMPDIR", str(directory))
+
+
 TINY_LAL = dict(episodes=1, sizes=(2, 3, 4), candidates=4, train_size=60, n_trees=10, selector_trees=5)
 """A LAL data generation of seconds (adapters/lal_data.py): tests never generate the real one."""
 
