@@ -106,8 +106,8 @@ class LeanSVC(FastPathMixin, SVC):
         """A binary RBF or linear model's labels through :func:`binary_codes` (libsvm's labels: BLAS
         where their signs are certain, libsvm for the other rows); otherwise SVC.predict. The
         runner predicts the test rows with the task model after every query."""
-        if not (self.kernel in ("rbf", "linear") and self.__dict__.get("classes_") is not None
-                and self.classes_.size == 2 and not self.break_ties and self._plain(X)):
+        if not (self._plain(X) and self.kernel in ("rbf", "linear") and self.classes_.size == 2
+                and not self.break_ties):
             return super().predict(X)
         fitted = (self.support_, self.support_vectors_, self._n_support, self._dual_coef_, self._intercept_,
                   self._probA, self._probB)
