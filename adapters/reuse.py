@@ -47,20 +47,26 @@ def reused(kind: str, key: tuple, compute: Callable[[], Any], probe: Callable[[A
     except Exception:  # none stored yet, or not readable as ours: computed afresh
         pass
     obj = compute()
-    _store(path, (key, probe(obj), obj))
+    _store(path, key, obj, probe)
     return obj, False
 
 
-def _store(path: str, entry: tuple) -> None:
+def _store(path: str, key: tuple, obj: Any, probe: Callable[[Any], np.ndarray]) -> None:
+    """Write the entry whole into the run's directory: a ``.part`` file this call creates
+    (exclusively), renamed onto ``path``; after a failed write, that file removed again."""
     temporary = f"{path}.{os.getpid()}.part"
+    created = False
     try:
         if shutil.disk_usage(os.path.dirname(path)).free < MIN_FREE_BYTES:
             return
+        entry = (key, probe(obj), obj)
         with open(temporary, "xb") as f:
+            created = True
             pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(temporary, path)
     except OSError:
-        try:
-            os.remove(temporary)
-        except OSError:
-            pass
+        if created:
+            try:
+                os.remove(temporary)
+            except OSError:
+                pass

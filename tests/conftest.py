@@ -97,6 +97,16 @@ def subprocess_temporary_directory(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("TMPDIR", str(directory))
 
 
+@pytest.fixture
+def run_dir(tmp_path):
+    """An empty directory named as a run's scratch directory (audit/engine/scratch.py)."""
+    from audit.engine.scratch import PREFIX
+
+    directory = tmp_path / f"{PREFIX}test"
+    directory.mkdir()
+    return directory
+
+
 TINY_LAL = dict(episodes=1, sizes=(2, 3, 4), candidates=4, train_size=60, n_trees=10, selector_trees=5)
 """A LAL data generation of seconds (adapters/lal_data.py): tests never generate the real one."""
 

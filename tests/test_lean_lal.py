@@ -182,7 +182,7 @@ def _count_selector_fits(monkeypatch) -> list[int]:
     return trained
 
 
-def test_lal_trains_its_selector_once_per_run_and_seed_and_replays_alike(sonar, tmp_path, monkeypatch):
+def test_lal_trains_its_selector_once_per_run_and_seed_and_replays_alike(sonar, run_dir, monkeypatch):
     """Two protocols' trials of one seed share the selector (the global random state at its
     training is the same); every trial equals the one that trains its own, outside a run."""
     shipped = load_protocol("zhan2021")
@@ -191,20 +191,20 @@ def test_lal_trains_its_selector_once_per_run_and_seed_and_replays_alike(sonar, 
     trained = _count_selector_fits(monkeypatch)
     alone = [run_trial(p, "sonar", sonar.X, sonar.y, "lal", seed) for p in replays for seed in (0, 1)]
     assert len(trained) == 4
-    with scratch.using(str(tmp_path)):
+    with scratch.using(str(run_dir)):
         shared = [run_trial(p, "sonar", sonar.X, sonar.y, "lal", seed) for p in replays for seed in (0, 1)]
-    assert len(trained) == 6 and len(list(tmp_path.iterdir())) == 2
+    assert len(trained) == 6 and len(list(run_dir.iterdir())) == 2
     for one, other in zip(alone, shared):
         assert_same_replay(one, other, "lean-forest+lean-forest-regressor+lean-svc",
                            "lean-forest+lean-forest-regressor+lean-svc")
     assert alone[0].aubc != alone[2].aubc  # the scaling changes the replay (its task model), not the selector
 
 
-def test_a_read_back_selector_leaves_the_global_state_where_training_does(sonar, tmp_path, monkeypatch):
+def test_a_read_back_selector_leaves_the_global_state_where_training_does(sonar, run_dir, monkeypatch):
     trained = _count_selector_fits(monkeypatch)
     states = []
     for _ in range(2):
-        with scratch.using(str(tmp_path)):
+        with scratch.using(str(run_dir)):
             np.random.seed(5)
             qs = al._ql.QueryInstanceLAL(sonar.X, sonar.y, mode="LAL_iterative", data_path=str(al.lal_data.ensure(
                 al.LAL._generated_config("LAL_iterative"))[0]), cls_est=50, train_slt=False)

@@ -1,5 +1,6 @@
 """adapters/reuse.py: an entry is computed once per run and read back equal; without a scratch
 directory, or from a damaged file, it is computed; a write that cannot be made leaves nothing."""
+import os
 import pickle
 
 import numpy as np
@@ -29,23 +30,23 @@ def test_without_a_scratch_directory_every_call_computes():
     assert compute.calls == 2
 
 
-def test_the_second_call_with_a_key_reads_the_first_ones_object(tmp_path):
+def test_the_second_call_with_a_key_reads_the_first_ones_object(run_dir):
     compute = Computations()
-    with scratch.using(str(tmp_path)):
+    with scratch.using(str(run_dir)):
         first, stored_first = reuse.reused("thing", ("k", 1), compute, _probe)
         second, stored_second = reuse.reused("thing", ("k", 1), compute, _probe)
         other, stored_other = reuse.reused("thing", ("k", 2), compute, _probe)
     assert (stored_first, stored_second, stored_other) == (False, True, False) and compute.calls == 2
     assert np.array_equal(second["values"], first["values"]) and not np.array_equal(other["values"], first["values"])
-    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".pickle", ".pickle"]
+    assert sorted(p.suffix for p in run_dir.iterdir()) == [".pickle", ".pickle"]
 
 
 @pytest.mark.parametrize("damage", ["truncated", "other probe", "other key"])
-def test_a_damaged_or_foreign_entry_is_computed_again(tmp_path, damage):
+def test_a_damaged_or_foreign_entry_is_computed_again(run_dir, damage):
     compute = Computations()
-    with scratch.using(str(tmp_path)):
+    with scratch.using(str(run_dir)):
         reuse.reused("thing", ("k",), compute, _probe)
-        (path,) = tmp_path.iterdir()
+        (path,) = run_dir.iterdir()
         key, probe, obj = pickle.loads(path.read_bytes())
         if damage == "truncated":
             path.write_bytes(path.read_bytes()[:20])
@@ -58,12 +59,12 @@ def test_a_damaged_or_foreign_entry_is_computed_again(tmp_path, damage):
         assert reuse.reused("thing", ("k",), compute, _probe)[1]  # rewritten whole
 
 
-def test_nothing_is_written_when_space_is_short_or_the_write_fails(tmp_path, monkeypatch):
+def test_nothing_is_written_when_space_is_short_or_the_write_fails(run_dir, monkeypatch):
     compute = Computations()
-    with scratch.using(str(tmp_path)):
+    with scratch.using(str(run_dir)):
         monkeypatch.setattr(reuse, "MIN_FREE_BYTES", 2**62)
         assert reuse.reused("thing", ("k",), compute, _probe)[1] is False
-        assert list(tmp_path.iterdir()) == []
+        assert list(run_dir.iterdir()) == []
         monkeypatch.setattr(reuse, "MIN_FREE_BYTES", 0)
 
         def full(*args, **kwargs):
@@ -72,4 +73,13 @@ def test_nothing_is_written_when_space_is_short_or_the_write_fails(tmp_path, mon
         monkeypatch.setattr(reuse.pickle, "dump", full)
         obj, stored = reuse.reused("thing", ("k",), compute, _probe)
         assert not stored and np.array_equal(obj["values"], np.arange(5.0) * 2)
-        assert list(tmp_path.iterdir()) == [] and compute.calls == 2  # no ".part" file left either
+        assert list(run_dir.iterdir()) == [] and compute.calls == 2  # no ".part" file left either
+
+
+def test_a_part_file_this_call_did_not_create_is_left_alone(run_dir):
+    compute = Computations()
+    other = run_dir / (os.path.basename(reuse._entry_path(str(run_dir), "thing", ("k",))) + f".{os.getpid()}.part")
+    other.write_bytes(b"another writer's")
+    with scratch.using(str(run_dir)):
+        assert reuse.reused("thing", ("k",), compute, _probe)[1] is False
+    assert sorted(p.name for p in run_dir.iterdir()) == [other.name] and other.read_bytes() == b"another writer's"

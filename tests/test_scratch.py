@@ -47,12 +47,18 @@ def test_a_run_inside_a_run_shares_the_outer_directory(temporary):
     assert not os.path.exists(outer)
 
 
-def test_a_trial_sees_its_tasks_directory_and_none_that_is_not_there(tmp_path):
-    with scratch.using(str(tmp_path)):
-        assert scratch.current() == str(tmp_path)
+def test_a_trial_sees_its_tasks_directory_and_none_that_is_not_there(run_dir, tmp_path):
+    with scratch.using(str(run_dir)):
+        assert scratch.current() == str(run_dir)
         with scratch.using(None):
             assert scratch.current() is None
-    with scratch.using(str(tmp_path / "on-another-machine")):
+    with scratch.using(str(tmp_path / f"{scratch.PREFIX}on-another-machine")):
+        assert scratch.current() is None
+
+
+def test_a_directory_not_named_as_a_runs_is_never_used(tmp_path):
+    """A task naming a user's directory: nothing is read from or written into it."""
+    with scratch.using(str(tmp_path)):
         assert scratch.current() is None
 
 

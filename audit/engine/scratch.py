@@ -22,6 +22,9 @@ import shutil
 import tempfile
 from typing import Iterator
 
+PREFIX = "al-audit-run-"
+"""How :func:`run_scratch` names its directories; :func:`current` accepts no other."""
+
 _PATH: contextvars.ContextVar[str | None] = contextvars.ContextVar("run_scratch", default=None)
 
 
@@ -33,7 +36,7 @@ def run_scratch() -> Iterator[str]:
     if outer is not None:
         yield outer
         return
-    path = tempfile.mkdtemp(prefix="al-audit-run-")
+    path = tempfile.mkdtemp(prefix=PREFIX)
     token = _PATH.set(path)
     try:
         yield path
@@ -53,6 +56,9 @@ def using(path: str | None) -> Iterator[None]:
 
 
 def current() -> str | None:
-    """The scratch directory of the run this code runs in, if it has one on this machine."""
+    """The scratch directory of the run this code runs in, if it has one on this machine: a
+    directory named as :func:`run_scratch` names them (never one of the user's)."""
     path = _PATH.get()
-    return path if path is not None and os.path.isdir(path) else None
+    if path is None or not os.path.basename(os.path.normpath(path)).startswith(PREFIX):
+        return None
+    return path if os.path.isdir(path) else None
