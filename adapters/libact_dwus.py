@@ -12,7 +12,8 @@ with one coordinate moved), the likelihood at x the value CG's own evaluation th
 :func:`likelihood_batch`, which computes each value by the same floating-point operations
 as libact's ``_likelihood`` (the products with the cluster centres and the quadratic term by
 the same ``np.dot`` calls, point by point; the elementwise steps batched, which numpy computes
-element by element; the sum over the clusters, a row numpy adds left to right when it has
+element by element, the sigmoid of label x score once per distinct label, the one value it
+takes for every row with that label; the sum over the clusters, a row numpy adds left to right when it has
 fewer than 8 elements, as that many whole-array additions), and the same quotients. SciPy's
 CG loop and line searches read only these values, so the fit, and every pick, is the same
 bit for bit.
@@ -68,15 +69,21 @@ def likelihood_batch(model: Any, y: np.ndarray, points: np.ndarray) -> np.ndarra
     # np.dot(centers, coef) and np.dot(coef, coef) for each row, as stacked matmuls: numpy's
     # matmul calls the same BLAS routines (gemv, dot) per stacked row with the same operands
     scores = np.matmul(model.centers, coefs[:, :, None])[:, :, 0] + points[:, -1:]  # (B, K)
-    # y_i * score_k, as the (n,1)@(1,K) dot, laid out (B, K, n): each element the same one
-    # product, and numpy's loops run along the long axis (n) instead of the short one (K)
-    terms = scores[:, :, None] * np.ravel(y)[None, None, :]
-    # density * 1 / (1 + exp(-t)), elementwise in place: the same operations on each element
-    np.negative(terms, out=terms)
-    np.exp(terms, out=terms)
-    np.add(terms, 1., out=terms)
-    np.divide(1., terms, out=terms)
-    np.multiply(terms, np.asarray(model.density).T, out=terms)
+    # sigmoid(y_i * score_k) has one value per distinct label (libact's are -1 and +1): each
+    # computed once, by the same operations on the same operands as libact's elements (the
+    # product, then 1 / (1 + exp(-t)) elementwise on a contiguous array), and laid out
+    # (B, K, n) for the rows with that label, so numpy's loops run along the long axis (n)
+    labels, label_of_row = np.unique(np.ravel(y), return_inverse=True)
+    sigmoids = np.empty(scores.shape + (labels.size,))
+    for which, label in enumerate(labels.tolist()):
+        t = scores * label
+        np.negative(t, out=t)
+        np.exp(t, out=t)
+        np.add(t, 1., out=t)
+        np.divide(1., t, out=t)
+        sigmoids[:, :, which] = t
+    terms = np.take(sigmoids, label_of_row, axis=2)
+    np.multiply(terms, np.asarray(model.density).T, out=terms)  # density * sigmoid
     weighted = _sum_clusters(terms)
     quadratic = np.matmul(coefs[:, None, :], coefs[:, :, None])[:, 0, 0]
     return model.C / 2. * quadratic - np.sum(np.log(weighted), axis=1)
@@ -174,9 +181,10 @@ def _agrees_with_libact() -> bool:
     for clusters in (1, 2, SEQUENTIAL_ROW - 1, SEQUENTIAL_ROW, SEQUENTIAL_ROW + 3):  # both ways of summing a row
         model, ids, labels = _check_model(clusters, clusters)
         points = np.random.default_rng(clusters).standard_normal((3, model.centers.shape[1] + 1))
-        expected = np.array([model._likelihood(np.copy(w), ids, labels) for w in points])
-        if likelihood_batch(model, labels, points).tobytes() != expected.tobytes():
-            return False
+        for y in (labels, (labels + 1) // 2):  # labels -1/+1, and 0/1 (a file's own binary labels)
+            expected = np.array([model._likelihood(np.copy(w), ids, y) for w in points])
+            if likelihood_batch(model, y, points).tobytes() != expected.tobytes():
+                return False
 
     for seed in (0, 1):
         model, ids, labels = _check_model(seed)

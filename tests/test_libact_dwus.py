@@ -31,6 +31,17 @@ def test_the_batch_gives_libacts_likelihood_bit_for_bit(seed):
     assert got.dtype == np.float64 and got.tobytes() == expected.tobytes()
 
 
+@pytest.mark.parametrize("alphabet", [(-1, 1), (0, 1), (1, 2, 7), (1,)])
+def test_the_batch_gives_libacts_likelihood_for_any_labels(alphabet):
+    """The sigmoid is computed once per distinct label: the same values whatever labels the rows carry."""
+    model, ids, _ = libact_dwus._check_model(7)
+    rng = np.random.default_rng(len(alphabet))
+    labels = rng.choice(np.array(alphabet), size=(ids.size, 1))
+    points = rng.standard_normal((5, model.centers.shape[1] + 1)) * 0.3
+    expected = np.array([model._likelihood(np.copy(w), ids, labels) for w in points])
+    assert libact_dwus.likelihood_batch(model, labels, points).tobytes() == expected.tobytes()
+
+
 @pytest.mark.parametrize("seed", [3, 4])
 def test_the_gradient_is_scipys_forward_difference_bit_for_bit(seed):
     """As CG differences it without ``jac``: its eps as the absolute step; at 1e10 the step
