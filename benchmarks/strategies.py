@@ -2,13 +2,16 @@
 
     uv run python benchmarks/strategies.py [--protocol lu2023] [--datasets sonar|a,b|small|large|all]
         [--strategies a,b] [--trials 1] [--time-limit 600] [--csv OUT.csv] [--store PATH]
-        [--off lean-grid-lr,lean-lr]
+        [--off lean-grid-lr,lean-lr] [--flip scaling|pool-order+split|...]
 
 Runs the first trials of each strategy on each data set in one process through the real
 runner (after one untimed warm-up trial of each strategy on the first data set) and prints CPU seconds per trial (``time.process_time``: the runner pins BLAS to one
 thread, so this is one core's work however loaded the machine is), wall seconds, and the
 task-model fit and query shares. ``--off`` turns the named fast paths of :mod:`audit.fast`
-off (those fits run scikit-learn's own code), for before/after figures.
+off (those fits run scikit-learn's own code), for before/after figures. ``--flip`` times a
+diagnosis replay instead: each strategy under the protocol with the named counterfactual
+flips of :mod:`audit.analysis.diagnose.counterfactual` (one key, or two joined by ``+``), as
+the diagnosis builds it from the protocol's released code.
 
 It then estimates the whole table at the protocol's trial counts (lu2023: 100 trials on a
 set of fewer than 2,000 rows, 10 on the others): the sum over cells of CPU seconds per
@@ -34,7 +37,7 @@ import os
 import platform
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -70,11 +73,33 @@ def dataset_names(protocol: Protocol, spec: str) -> list[str]:
     return spec.split(",")
 
 
-def measure(protocol: Protocol, dataset: str, strategies: list[str], trials: int, time_limit: float) -> list[Cell]:
+def flipped(protocol: Protocol, flip: str | None, sid: str) -> Protocol:
+    """``protocol`` itself, or with the counterfactual flips ``flip`` (keys joined by "+") for
+    strategy ``sid``, named as the diagnosis names that replay."""
+    if not flip:
+        return protocol
+    from audit.analysis.diagnose.counterfactual import HYPOTHESES, combine
+
+    by_key = {h.key: h for h in HYPOTHESES}
+    keys = flip.split("+")
+    unknown = [k for k in keys if k not in by_key]
+    if unknown or protocol.released is None:
+        raise SystemExit(f"strategies.py: error: --flip needs keys of {', '.join(by_key)} and a protocol with a "
+                         f"released one ([diagnosis] released); got {flip!r} for {protocol.name}")
+    hypothesis = by_key[keys[0]]
+    for key in keys[1:]:
+        hypothesis = combine(hypothesis, by_key[key])
+    derived = hypothesis.flip(protocol, load_protocol(protocol.released), sid)
+    return replace(derived, name=f"{protocol.name}~{hypothesis.key}")
+
+
+def measure(protocol: Protocol, dataset: str, strategies: list[str], trials: int, time_limit: float,
+            flip: str | None = None) -> list[Cell]:
     data = load_dataset(dataset)
     seeds, _ = plan_seeds(protocol, data.y, trials, data)
     cells = []
     for sid in strategies:
+        replayed = flipped(protocol, flip, sid)
         cell = Cell(dataset, data.info.n, sid)
         if (status := capability(protocol, sid).status) != "available":
             cell.status = status[:60]
@@ -83,7 +108,7 @@ def measure(protocol: Protocol, dataset: str, strategies: list[str], trials: int
         cpu, wall, fit, query, paths = [], [], [], [], set()
         for seed in seeds:
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            result = run_trial(protocol, data.info.name, data.X, data.y, sid, seed, time_limit=time_limit)
+            result = run_trial(replayed, data.info.name, data.X, data.y, sid, seed, time_limit=time_limit)
             if result.status != "ok":
                 cell.status = result.status if result.status == "tle" else f"error: {result.error}"[:60]
                 break
@@ -243,9 +268,13 @@ def main() -> None:
     parser.add_argument("--store", type=Path, help="take the cells this results store holds from its trials "
                         "(wall seconds) and measure only the others of --datasets")
     parser.add_argument("--off", default="", help="comma-separated fast paths to turn off, e.g. lean-grid-lr,lean-qp")
+    parser.add_argument("--flip", help="time the diagnosis replay with these flips instead (e.g. scaling, "
+                        "pool-order+split); the table estimate then prices that replay at the protocol's counts")
     args = parser.parse_args()
     if args.off:
         turn_off(set(args.off.split(",")))
+    if args.flip and args.store is not None:
+        parser.error("--store holds the protocol's own trials, not a replay's: give --flip or --store")
     if args.csv is not None and args.csv.exists():
         parser.error(f"{args.csv} exists; give a new file")
 
@@ -254,7 +283,7 @@ def main() -> None:
     strategies = (args.strategies.split(",") if args.strategies
                   else sorted(protocol.strategies, key=lambda s: rank.get(s, len(rank))))
     datasets = dataset_names(protocol, args.datasets)
-    print(f"{args.protocol}: {args.trials} trial(s) per cell, one process, time limit {args.time_limit:g} s; "
+    print(f"{args.protocol}{'~' + args.flip if args.flip else ''}: {args.trials} trial(s) per cell, one process, time limit {args.time_limit:g} s; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"{'dataset':13s} {'n':>6s} {'strategy':9s} {'cpu s':>9s} {'wall s':>9s} {'fit s':>8s} {'query s':>8s}  status")
     cells = stored_cells(args.store, protocol, strategies) if args.store is not None else []
@@ -262,12 +291,12 @@ def main() -> None:
     for sid in strategies:  # untimed: imports, fast-path self-checks and caches are paid once per process
         if capability(protocol, sid).status == "available" and any((d, sid) not in have for d in datasets):
             warm = load_dataset(datasets[0])
-            run_trial(protocol, warm.info.name, warm.X, warm.y, sid, plan_seeds(protocol, warm.y, 1, warm)[0][0],
-                      time_limit=args.time_limit)
+            run_trial(flipped(protocol, args.flip, sid), warm.info.name, warm.X, warm.y, sid,
+                      plan_seeds(protocol, warm.y, 1, warm)[0][0], time_limit=args.time_limit)
     for dataset in datasets:
         missing = [sid for sid in strategies if (dataset, sid) not in have]
         if missing:
-            cells += measure(protocol, dataset, missing, args.trials, args.time_limit)
+            cells += measure(protocol, dataset, missing, args.trials, args.time_limit, args.flip)
     if args.csv is not None:
         with args.csv.open("x", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, list(Cell.__dataclass_fields__), lineterminator="\n")
