@@ -32,7 +32,7 @@ CELL_COLUMNS = ("protocol", "dataset", "strategy", "status", "n", "mean", "sd", 
                 "ci99_low", "ci99_high", "published_mean", "verdict", "reference", "welch_p", "library",
                 "aubc_variant")
 TRIAL_COLUMNS = ("protocol", "dataset", "strategy", "trial_seed", "status", "aubc", "query_hash", "seconds",
-                 "error", "fingerprint", "code")
+                 "error", "fingerprint", "code", "protocol_spec")
 ROUND_COLUMNS = ("protocol", "dataset", "strategy", "trial_seed", "round", "n_labeled", "accuracy", "f1",
                  "roc_auc", "fit_seconds", "query_seconds")
 SETTLED_COLUMNS = ("trials_run", "settled_at", "stop", "cs95_low", "cs95_high", "cs99_low", "cs99_high")
@@ -162,6 +162,7 @@ def trials(store: str | Path = DEFAULT_STORE, protocol: str | None = None, datas
                    {"protocol": protocol, "dataset": dataset, "strategy": strategy, "fingerprint": fingerprint})
     details = [json.loads(text) for text in frame.pop("details")]
     frame["code"] = [d.get("code") for d in details]
+    frame["protocol_spec"] = [d.get("protocol_spec") for d in details]  # the settings' hash: matches trials across stores
     versions = pd.DataFrame([d.get("versions", {}) for d in details], index=frame.index)
     return pd.concat([frame[list(TRIAL_COLUMNS)], versions], axis=1)
 

@@ -2,7 +2,7 @@
 
     uv run python benchmarks/headline.py [--dataset sonar] [--jobs 2] [--until-settled]
         [--trials N] [--strategies a,b] [--no-diagnose] [--check 2] [--compare REPORT.json]
-        [--keep DIR]
+        [--against STORE] [--keep DIR]
 
 Runs ``audit reproduce zhan2021 --dataset D --jobs J`` (with the options given) as a
 subprocess with a new store and report directory (a temporary directory, or ``--keep DIR``,
@@ -17,8 +17,13 @@ which must not exist), and prints:
 - with ``--check K``: the first K stored trials of every strategy replayed in this process
   with every fast path of :mod:`audit.fast` off (scikit-learn's and cvxpy's own code), their
   ``query_hash`` and AUBC compared with the stored ones;
-- with ``--compare``: every cell's verdict against another run's report.json (say, the
-  full run's, for an ``--until-settled`` run).
+- with ``--compare``: every cell's verdict and diagnosis line against another run's
+  report.json (say, the full run's, for an ``--until-settled`` run);
+- with ``--against``: every trial this run stored against another run's store
+  (``benchmarks/same_trials.py``: identical or not, and the seconds ratio of the same trials,
+  which separates a slower hour from slower code).
+
+Exit 1 when a comparison or the check finds a difference.
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from same_trials import report as compare_stores  # benchmarks/same_trials.py
 from strategies import turn_off  # benchmarks/strategies.py
 
 from audit.api import trials
@@ -71,18 +77,23 @@ def print_shares(store: Path, wall: float, jobs: int) -> None:
     print(by.sort_values("total", ascending=False).round(1).to_string())
 
 
-def print_cells(report: dict) -> dict[str, str]:
-    """Each cell's verdict, trials and diagnosis line; returns {strategy: verdict}."""
+def outcome(cell: dict) -> tuple[str, str]:
+    """What must not change between two runs of a cell: its verdict and its diagnosis line."""
+    return cell["verdict"], (cell.get("diagnosis") or {}).get("summary", "")
+
+
+def print_cells(report: dict) -> dict[str, tuple[str, str]]:
+    """Each cell's verdict, trials and diagnosis line; returns {strategy: :func:`outcome`}."""
     print(f"\n{'strategy':14s} {'verdict':24s} {'trials':>6s}  settled / diagnosis")
-    verdicts = {}
+    outcomes = {}
     for cell in report["strategies"]:
-        verdicts[cell["strategy"]] = cell["verdict"]
+        outcomes[cell["strategy"]] = outcome(cell)
         settle = cell.get("settle") or {}
         settled = (f"settled at n={settle['settled_at']} ({settle.get('stop')}); "
                    if settle.get("settled_at") else "")
         summary = (cell.get("diagnosis") or {}).get("summary", "")
         print(f"{cell['strategy']:14s} {cell['verdict']:24s} {cell.get('n_trials', 0):6d}  {settled}{summary}")
-    return verdicts
+    return outcomes
 
 
 def check_library_path(store: Path, dataset: str, per_strategy: int) -> int:
@@ -116,13 +127,16 @@ def main() -> None:
     parser.add_argument("--no-diagnose", action="store_true")
     parser.add_argument("--check", type=int, default=0, metavar="K",
                         help="replay the first K stored trials of each strategy on the library path")
-    parser.add_argument("--compare", type=Path, help="another run's report.json: compare every cell's verdict")
+    parser.add_argument("--compare", type=Path,
+                        help="another run's report.json: compare every cell's verdict and diagnosis line")
+    parser.add_argument("--against", type=Path, help="another run's store: compare every shared trial and its seconds")
     parser.add_argument("--keep", type=Path, help="a new directory for the store and report (default: temporary)")
     args = parser.parse_args()
     if args.keep is not None and args.keep.exists():
         parser.error(f"{args.keep} exists; give a new directory")
-    if args.compare is not None and not args.compare.is_file():
-        parser.error(f"{args.compare} is not a file")
+    for given in (args.compare, args.against):
+        if given is not None and not given.is_file():
+            parser.error(f"{given} is not a file")
 
     with tempfile.TemporaryDirectory() as scratch:
         work = args.keep if args.keep is not None else Path(scratch)
@@ -133,14 +147,19 @@ def main() -> None:
             sys.exit(code)
         report = json.loads((work / "report" / "report.json").read_text())
         print_shares(work / "store.sqlite", wall, args.jobs)
-        verdicts = print_cells(report)
+        cells = print_cells(report)
+        differs = False
         if args.compare is not None:
-            other = {c["strategy"]: c["verdict"] for c in json.loads(args.compare.read_text())["strategies"]}
-            differ = sorted(s for s in verdicts if s in other and other[s] != verdicts[s])
-            print(f"\nverdicts against {args.compare}: {len(verdicts) - len(differ)} of {len(verdicts)} the same"
-                  + (f"; different: {', '.join(differ)}" if differ else ""))
-        if args.check and check_library_path(work / "store.sqlite", args.dataset, args.check):
-            sys.exit(1)
+            other = {c["strategy"]: outcome(c) for c in json.loads(args.compare.read_text())["strategies"]}
+            changed = sorted(s for s in cells if s in other and other[s] != cells[s])
+            print(f"\nverdicts and diagnosis lines against {args.compare}: {len(cells) - len(changed)} of {len(cells)} "
+                  "the same" + (f"; different: {', '.join(changed)}" if changed else ""))
+            differs |= bool(changed)
+        if args.against is not None:
+            differs |= bool(compare_stores(work / "store.sqlite", args.against, PROTOCOL))
+        if args.check:
+            differs |= bool(check_library_path(work / "store.sqlite", args.dataset, args.check))
+        sys.exit(int(differs))
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ def test_trials_and_rounds_are_the_stored_rows(replay):
     frame = audit.trials(store)
     assert list(frame[["strategy", "trial_seed", "aubc", "query_hash"]].itertuples(index=False, name=None)) == stored
     assert frame["scikit-learn"].nunique() == 1 and frame.code.notna().all()
+    assert frame.protocol_spec.eq(result.cells.attrs["spec_hash"]).all()
     assert len(result.trials) == 6 and set(result.trials.strategy) == {"uniform", "us-c"}
     assert audit.trials(store, strategy="us-c").strategy.eq("us-c").all()
     assert audit.trials(store, dataset="sonar").empty
