@@ -11,7 +11,8 @@ task-model fit and query shares. ``--off`` turns the named fast paths of :mod:`a
 off (those fits run scikit-learn's own code), for before/after figures. ``--flip`` times a
 diagnosis replay instead: each strategy under the protocol with the named counterfactual
 flips of :mod:`audit.analysis.diagnose.counterfactual` (one key, or two joined by ``+``), as
-the diagnosis builds it from the protocol's released code.
+the diagnosis builds it from the protocol's released code (``derived_protocols``); a strategy
+whose computation the flips do not change is listed as not replayed, as the diagnosis skips it.
 
 It then estimates the whole table at the protocol's trial counts (lu2023: 100 trials on a
 set of fewer than 2,000 rows, 10 on the others): the sum over cells of CPU seconds per
@@ -37,7 +38,7 @@ import os
 import platform
 import statistics
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -73,12 +74,13 @@ def dataset_names(protocol: Protocol, spec: str) -> list[str]:
     return spec.split(",")
 
 
-def flipped(protocol: Protocol, flip: str | None, sid: str) -> Protocol:
-    """``protocol`` itself, or with the counterfactual flips ``flip`` (keys joined by "+") for
-    strategy ``sid``, named as the diagnosis names that replay."""
+def flipped(protocol: Protocol, flip: str | None, sid: str, data) -> Protocol | None:
+    """``protocol`` itself, or the replay the diagnosis runs for strategy ``sid`` on ``data``
+    with the counterfactual flips ``flip`` (keys joined by "+"); None when those flips change
+    nothing that strategy computes there (the diagnosis does not replay it)."""
     if not flip:
         return protocol
-    from audit.analysis.diagnose.counterfactual import HYPOTHESES, combine
+    from audit.analysis.diagnose.counterfactual import HYPOTHESES, combine, derived_protocols
 
     by_key = {h.key: h for h in HYPOTHESES}
     keys = flip.split("+")
@@ -89,8 +91,8 @@ def flipped(protocol: Protocol, flip: str | None, sid: str) -> Protocol:
     hypothesis = by_key[keys[0]]
     for key in keys[1:]:
         hypothesis = combine(hypothesis, by_key[key])
-    derived = hypothesis.flip(protocol, load_protocol(protocol.released), sid)
-    return replace(derived, name=f"{protocol.name}~{hypothesis.key}")
+    replays = derived_protocols(protocol, load_protocol(protocol.released), sid, (hypothesis,), data)
+    return replays[0][1] if replays else None
 
 
 def measure(protocol: Protocol, dataset: str, strategies: list[str], trials: int, time_limit: float,
@@ -99,14 +101,16 @@ def measure(protocol: Protocol, dataset: str, strategies: list[str], trials: int
     seeds, _ = plan_seeds(protocol, data.y, trials, data)
     cells = []
     for sid in strategies:
-        replayed = flipped(protocol, flip, sid)
+        replayed = flipped(protocol, flip, sid, data)
         cell = Cell(dataset, data.info.n, sid)
-        if (status := capability(protocol, sid).status) != "available":
-            cell.status = status[:60]
-            cells.append(cell)
-            continue
         cpu, wall, fit, query, paths = [], [], [], [], set()
-        for seed in seeds:
+        if (status := capability(protocol, sid).status) != "available":
+            cell.status, seeds_to_run = status[:60], []
+        elif replayed is None:
+            cell.status, seeds_to_run = f"not replayed: the flip changes nothing {sid} computes", []
+        else:
+            seeds_to_run = seeds
+        for seed in seeds_to_run:
             cpu0, wall0 = time.process_time(), time.perf_counter()
             result = run_trial(replayed, data.info.name, data.X, data.y, sid, seed, time_limit=time_limit)
             if result.status != "ok":
@@ -291,8 +295,9 @@ def main() -> None:
     for sid in strategies:  # untimed: imports, fast-path self-checks and caches are paid once per process
         if capability(protocol, sid).status == "available" and any((d, sid) not in have for d in datasets):
             warm = load_dataset(datasets[0])
-            run_trial(flipped(protocol, args.flip, sid), warm.info.name, warm.X, warm.y, sid,
-                      plan_seeds(protocol, warm.y, 1, warm)[0][0], time_limit=args.time_limit)
+            if (replayed := flipped(protocol, args.flip, sid, warm)) is not None:
+                run_trial(replayed, warm.info.name, warm.X, warm.y, sid, plan_seeds(protocol, warm.y, 1, warm)[0][0],
+                          time_limit=args.time_limit)
     for dataset in datasets:
         missing = [sid for sid in strategies if (dataset, sid) not in have]
         if missing:
