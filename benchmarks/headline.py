@@ -87,12 +87,11 @@ def print_cells(report: dict) -> dict[str, tuple[str, str]]:
     print(f"\n{'strategy':14s} {'verdict':24s} {'trials':>6s}  settled / diagnosis")
     outcomes = {}
     for cell in report["strategies"]:
-        outcomes[cell["strategy"]] = outcome(cell)
+        verdict, summary = outcomes[cell["strategy"]] = outcome(cell)
         settle = cell.get("settle") or {}
         settled = (f"settled at n={settle['settled_at']} ({settle.get('stop')}); "
                    if settle.get("settled_at") else "")
-        summary = (cell.get("diagnosis") or {}).get("summary", "")
-        print(f"{cell['strategy']:14s} {cell['verdict']:24s} {cell.get('n_trials', 0):6d}  {settled}{summary}")
+        print(f"{cell['strategy']:14s} {verdict:24s} {cell.get('n_trials', 0):6d}  {settled}{summary}")
     return outcomes
 
 

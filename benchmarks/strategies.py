@@ -74,34 +74,43 @@ def dataset_names(protocol: Protocol, spec: str) -> list[str]:
     return spec.split(",")
 
 
-def flipped(protocol: Protocol, flip: str | None, sid: str, data) -> Protocol | None:
-    """``protocol`` itself, or the replay the diagnosis runs for strategy ``sid`` on ``data``
-    with the counterfactual flips ``flip`` (keys joined by "+"); None when those flips change
-    nothing that strategy computes there (the diagnosis does not replay it)."""
+def parse_flip(protocol: Protocol, flip: str | None):
+    """The diagnosis's hypothesis for ``flip`` (counterfactual keys joined by "+"), or None
+    without one; an error message (str) for an unknown key or a protocol with no released one."""
     if not flip:
-        return protocol
-    from audit.analysis.diagnose.counterfactual import HYPOTHESES, combine, derived_protocols
+        return None
+    from audit.analysis.diagnose.counterfactual import HYPOTHESES, combine
 
     by_key = {h.key: h for h in HYPOTHESES}
     keys = flip.split("+")
-    unknown = [k for k in keys if k not in by_key]
-    if unknown or protocol.released is None:
-        raise SystemExit(f"strategies.py: error: --flip needs keys of {', '.join(by_key)} and a protocol with a "
-                         f"released one ([diagnosis] released); got {flip!r} for {protocol.name}")
+    if any(k not in by_key for k in keys) or protocol.released is None:
+        return (f"--flip needs keys of {', '.join(by_key)} and a protocol with a released one "
+                f"([diagnosis] released); got {flip!r} for {protocol.name}")
     hypothesis = by_key[keys[0]]
     for key in keys[1:]:
         hypothesis = combine(hypothesis, by_key[key])
+    return hypothesis
+
+
+def flipped(protocol: Protocol, hypothesis, sid: str, data) -> Protocol | None:
+    """``protocol`` itself (no ``hypothesis``), or the replay the diagnosis runs for strategy
+    ``sid`` on ``data`` under ``hypothesis`` (:func:`parse_flip`); None when it changes nothing
+    that strategy computes there (the diagnosis does not replay it)."""
+    if hypothesis is None:
+        return protocol
+    from audit.analysis.diagnose.counterfactual import derived_protocols
+
     replays = derived_protocols(protocol, load_protocol(protocol.released), sid, (hypothesis,), data)
     return replays[0][1] if replays else None
 
 
 def measure(protocol: Protocol, dataset: str, strategies: list[str], trials: int, time_limit: float,
-            flip: str | None = None) -> list[Cell]:
+            hypothesis=None) -> list[Cell]:
     data = load_dataset(dataset)
     seeds, _ = plan_seeds(protocol, data.y, trials, data)
     cells = []
     for sid in strategies:
-        replayed = flipped(protocol, flip, sid, data)
+        replayed = flipped(protocol, hypothesis, sid, data)
         cell = Cell(dataset, data.info.n, sid)
         cpu, wall, fit, query, paths = [], [], [], [], set()
         if (status := capability(protocol, sid).status) != "available":
@@ -281,8 +290,11 @@ def main() -> None:
         parser.error("--store holds the protocol's own trials, not a replay's: give --flip or --store")
     if args.csv is not None and args.csv.exists():
         parser.error(f"{args.csv} exists; give a new file")
-
     protocol = load_protocol(args.protocol)
+    hypothesis = parse_flip(protocol, args.flip)
+    if isinstance(hypothesis, str):
+        parser.error(hypothesis)
+
     rank = {s: i for i, s in enumerate(CANONICAL_STRATEGIES)}
     strategies = (args.strategies.split(",") if args.strategies
                   else sorted(protocol.strategies, key=lambda s: rank.get(s, len(rank))))
@@ -295,13 +307,13 @@ def main() -> None:
     for sid in strategies:  # untimed: imports, fast-path self-checks and caches are paid once per process
         if capability(protocol, sid).status == "available" and any((d, sid) not in have for d in datasets):
             warm = load_dataset(datasets[0])
-            if (replayed := flipped(protocol, args.flip, sid, warm)) is not None:
+            if (replayed := flipped(protocol, hypothesis, sid, warm)) is not None:
                 run_trial(replayed, warm.info.name, warm.X, warm.y, sid, plan_seeds(protocol, warm.y, 1, warm)[0][0],
                           time_limit=args.time_limit)
     for dataset in datasets:
         missing = [sid for sid in strategies if (dataset, sid) not in have]
         if missing:
-            cells += measure(protocol, dataset, missing, args.trials, args.time_limit, args.flip)
+            cells += measure(protocol, dataset, missing, args.trials, args.time_limit, hypothesis)
     if args.csv is not None:
         with args.csv.open("x", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, list(Cell.__dataclass_fields__), lineterminator="\n")
